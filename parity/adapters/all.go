@@ -1,0 +1,14 @@
+// Package adapters wires the per-module parity adapters (parity/adapters/<module>) into a registry.
+package adapters
+
+import (
+	"github.com/monolith-go/monolith/parity/adapters/utils"
+	"github.com/monolith-go/monolith/parity/harness"
+)
+
+// RegisterAll registers the adapters of every ported module. Each module package exposes
+// Register(r *harness.Registry) and has no init() side effects, so the set is exactly what is
+// listed here; add one call per module as it is ported.
+func RegisterAll(r *harness.Registry) {
+	utils.Register(r)
+}

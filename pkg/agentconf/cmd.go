@@ -1,0 +1,243 @@
+package agentconf
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/gen/spec/fieldspec"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
+)
+
+func (c *AgentConfig) getenv(key string) string {
+	v, _ := c.env(key)
+	return v
+}
+
+// CmdAndPort builds the TF Serving command line for serverType ("" = the deploy type's own) and
+// returns it with the gRPC port it serves on. Flags, their order and values are the reference's.
+// configFile is the model server config file (write it first; the reference's fallback of generating
+// one lands with the TF Serving protos).
+func (c *AgentConfig) CmdAndPort(binary, serverType, configFile string) (string, int, error) {
+	st, err := c.Deploy.CompatServerType(serverType)
+	if err != nil {
+		return "", 0, err
+	}
+	if configFile == "" {
+		return "", 0, errkind.New(errkind.Value, "TF Serving command line: a model config file is required")
+	}
+	flags := []string{"--model_config_file=" + configFile}
+	psm := c.getenv("TCE_PSM")
+	cluster := c.getenv("TCE_CLUSTER")
+	prefix := psm
+	logConf := "../conf/log4j.properties"
+	if c.Deploy == DeployMixed && st != ServerEntry {
+		psm = psm + "_" + strings.ToLower(st)
+		prefix = psm
+		logConf = "../conf/log4j_" + strings.ToLower(st) + ".properties"
+	}
+	flags = append(flags, "--archon_rpc_psm="+psm, "--archon_rpc_cluster="+cluster,
+		"--metrics_namespace_prefix="+prefix, "--log_conf="+logConf)
+
+	entryToPS := func() {
+		flags = append(flags,
+			"--archon_entry_to_ps_rpc_timeout="+strconv.Itoa(c.FetchPSTimeoutMs),
+			"--archon_entry_to_ps_long_conn_num="+strconv.Itoa(c.FetchPSLongConnNum),
+			"--archon_entry_to_ps_rpc_retry="+strconv.Itoa(c.FetchPSRetry),
+			"--archon_async_dispatcher_threads="+strconv.Itoa(c.AioThreadNum))
+		if !c.FetchPSLongConnEnable {
+			flags = append(flags, "--archon_entry_to_ps_long_conn_enable=false")
+		}
+	}
+	var port *int
+	switch st {
+	case ServerPS:
+		flags = append(flags, "--port="+optInt(c.TFSPSPort), "--rest_api_port="+optInt(c.TFSPSHTTPPort), "--archon_port="+optInt(c.TFSPSArchonPort))
+		port = c.TFSPSPort
+	case ServerDense:
+		flags = append(flags, "--port="+optInt(c.TFSDensePort), "--rest_api_port="+optInt(c.TFSDenseHTTPPort), "--archon_port="+optInt(c.TFSDenseArchonPort))
+		if c.EnableBatching {
+			flags = append(flags, "--enable_batching=true")
+		}
+		entryToPS()
+		port = c.TFSDensePort
+	default:
+		flags = append(flags, "--port="+optInt(c.TFSEntryPort), "--rest_api_port="+optInt(c.TFSEntryHTTPPort), "--archon_port="+optInt(c.TFSEntryArchonPort))
+		entryToPS()
+		port = c.TFSEntryPort
+	}
+	if c.AgentVersion != 1 {
+		flags = append(flags, "--model_config_file_poll_wait_seconds=0")
+	}
+	defaults := utilsspec.DefaultTfServingConfig()
+	for i := range utilsspec.TfServingConfigFields {
+		f := &utilsspec.TfServingConfigFields[i]
+		value, _ := c.TfServingConfig.Get(f.Name)
+		def, _ := defaults.Get(f.Name)
+		if f.Name == "file_system_poll_wait_seconds" {
+			// Agent v1 gives PS its own poll interval; later versions leave polling to the agent.
+			if c.AgentVersion == 1 {
+				if st == ServerPS {
+					flags = append(flags, "--file_system_poll_wait_seconds="+strconv.Itoa(c.FileSystemPollWaitSecondsPS))
+				} else if !reflect.DeepEqual(value, def) {
+					flags = append(flags, "--file_system_poll_wait_seconds="+pyValue(f, value))
+				}
+			}
+			continue
+		}
+		if !reflect.DeepEqual(value, def) {
+			flags = append(flags, "--"+f.Name+"="+pyValue(f, value))
+		}
+	}
+	if port == nil {
+		return "", 0, errkind.New(errkind.Runtime, "no %s port assigned under deploy type %s", st, c.Deploy)
+	}
+	return binary + " " + strings.Join(flags, " "), *port, nil
+}
+
+// Cmd is CmdAndPort without the port.
+func (c *AgentConfig) Cmd(binary, serverType, configFile string) (string, error) {
+	cmd, _, err := c.CmdAndPort(binary, serverType, configFile)
+	return cmd, err
+}
+
+// pyValue formats a TF Serving flag value as the reference's f-string does (bools lower case).
+func pyValue(f *fieldspec.Field, v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		return strings.ToLower(pyfmt.Bool(x))
+	case float64:
+		return pyfmt.Float(x)
+	case int:
+		return strconv.Itoa(x)
+	case string:
+		return x
+	}
+	return fmt.Sprint(v)
+}
+
+// ServerSchedule lists what this host runs for serverType: the PS indices i with
+// i % num_shard == shard_id under mixed/ps deploys, the replica id for dense under dense, else one
+// nil entry (a single unindexed model).
+func (c *AgentConfig) ServerSchedule(serverType string) ([]*int, error) {
+	switch {
+	case c.Deploy == DeployMixed || c.Deploy == ServerPS:
+		if serverType != ServerPS {
+			return []*int{nil}, nil
+		}
+		shard, err := c.ShardID()
+		if err != nil {
+			return nil, err
+		}
+		n := 1
+		if c.NumShard != nil {
+			n = *c.NumShard
+		}
+		if n <= 0 {
+			return nil, errkind.New(errkind.Value, "num_shard %d: must be positive", n)
+		}
+		out := []*int{}
+		for i := 0; i < c.NumPS; i++ {
+			if pyMod(i, n) == shard {
+				v := i
+				out = append(out, &v)
+			}
+		}
+		return out, nil
+	case c.Deploy == ServerDense && serverType == ServerDense:
+		return []*int{c.ReplicaID}, nil
+	}
+	return []*int{nil}, nil
+}
+
+func pyMod(a, b int) int {
+	m := a % b
+	if m != 0 && (m < 0) != (b < 0) {
+		m += b
+	}
+	return m
+}
+
+// PlatformConfigText is the TF Serving platform config (PlatformConfigMap text format, byte-identical
+// to the reference's text_format output): session threads from the config, else MY_CPU_LIMIT, else 16;
+// the fixed batching parameters when dense_alone and enable_batching.
+func (c *AgentConfig) PlatformConfigText() (string, error) {
+	cpu, err := envInt(c.env, "MY_CPU_LIMIT", 0)
+	if err != nil {
+		return "", err
+	}
+	threads := func(v int) int {
+		if v != 0 {
+			return v
+		}
+		if cpu != 0 {
+			return cpu
+		}
+		return 16
+	}
+	var b strings.Builder
+	w := func(indent int, s string) { b.WriteString(strings.Repeat("  ", indent) + s + "\n") }
+	w(0, "platform_configs {")
+	w(1, `key: "tensorflow"`)
+	w(1, "value {")
+	w(2, "source_adapter_config {")
+	w(3, "[type.googleapis.com/tensorflow.serving.SavedModelBundleSourceAdapterConfig] {")
+	w(4, "legacy_config {")
+	w(5, "session_config {")
+	if n := threads(c.TensorflowIntraOpParallelism); n != 0 {
+		w(6, fmt.Sprintf("intra_op_parallelism_threads: %d", n))
+	}
+	if n := threads(c.TensorflowInterOpParallelism); n != 0 {
+		w(6, fmt.Sprintf("inter_op_parallelism_threads: %d", n))
+	}
+	w(6, "gpu_options {")
+	if c.AllowGrowth {
+		w(7, "allow_growth: true")
+	}
+	w(6, "}")
+	w(6, "allow_soft_placement: true")
+	w(5, "}")
+	if c.DenseAlone && c.EnableBatching {
+		w(5, "batching_parameters {")
+		for _, p := range []struct {
+			name string
+			v    int
+		}{{"max_batch_size", 1024}, {"batch_timeout_micros", 800}, {"max_enqueued_batches", 100000}, {"num_batch_threads", 8}} {
+			w(6, p.name+" {")
+			w(7, fmt.Sprintf("value: %d", p.v))
+			w(6, "}")
+		}
+		w(6, "support_diff_dim_size_inputs: true")
+		w(5, "}")
+	}
+	if c.EnableModelWarmup {
+		w(5, "enable_model_warmup: true")
+	}
+	w(4, "}")
+	w(3, "}")
+	w(2, "}")
+	w(1, "}")
+	w(0, "}")
+	return b.String(), nil
+}
+
+// WritePlatformConfig writes PlatformConfigText to platform_config_file.
+func (c *AgentConfig) WritePlatformConfig() error {
+	text, err := c.PlatformConfigText()
+	if err != nil {
+		return err
+	}
+	if c.PlatformConfigFile == nil {
+		return errkind.New(errkind.Attribute, "platform_config_file is not set")
+	}
+	if err := os.WriteFile(*c.PlatformConfigFile, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("write platform config: %w", err)
+	}
+	return nil
+}

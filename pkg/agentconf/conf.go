@@ -1,0 +1,130 @@
+// Package agentconf reads agent.conf files and builds the agent's configuration (the config part of
+// monolith/agent_service/utils.py and constants.py): conf_parser semantics, AgentConfig with its
+// env-derived ports and ids, TF Serving command lines and the platform config text, and the ZooKeeper
+// path and pattern helpers. Field definitions are generated from specs/agent_service/utils.yaml.
+package agentconf
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// HostShardEnv names the variable holding the number of shards of the host (constants.py).
+const HostShardEnv = "MONOLITH_HOST_SHARD_N"
+
+// confSeparator splits a line into key and value (the reference's SEQ).
+var confSeparator = regexp.MustCompile(`[ =\t]+`)
+
+// Entry is one key of a parsed conf file.
+type Entry struct {
+	Key string
+	// Values holds every value given for the key, in file order.
+	Values []string
+	// Files and Lines say where each value came from.
+	Files []string
+	Lines []int
+}
+
+// PyValue is what the reference's conf_parser stores for the key: the value, or a list of the first
+// two values when the key repeats (later repetitions are dropped there).
+func (e *Entry) PyValue() any {
+	if len(e.Values) == 1 {
+		return e.Values[0]
+	}
+	return e.Values[:2]
+}
+
+// Conf is a parsed conf file.
+type Conf struct {
+	Entries map[string]*Entry
+	// Keys in order of first appearance.
+	Keys []string
+}
+
+// ParseConf reads an agent.conf the way the reference's conf_parser does: blank lines and lines
+// starting with # are skipped; text from a # (not at the start) is cut; "include PATH" parses
+// another file in place; otherwise the line splits at the first run of spaces, tabs or '=' into key
+// and value, and a key with an empty value is ignored. A missing file yields an empty Conf, as in
+// the reference (FromFile checks existence itself); a file that exists but cannot be read is an error.
+func ParseConf(path string) (*Conf, error) {
+	c := &Conf{Entries: map[string]*Entry{}}
+	if err := c.parse(path, 0); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// maxIncludeDepth stops include cycles, which would recurse forever in the reference.
+const maxIncludeDepth = 16
+
+func (c *Conf) parse(path string, depth int) error {
+	if depth > maxIncludeDepth {
+		return fmt.Errorf("%s: includes nested deeper than %d (an include cycle?)", path, maxIncludeDepth)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if depth > 0 {
+			slog.Warn("agent conf include not found; ignored as the reference does", "path", path)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read conf: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for lineNo := 1; sc.Scan(); lineNo++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if idx := strings.Index(line, "#"); idx > 0 {
+			line = line[:idx]
+		}
+		if strings.HasPrefix(line, "include") {
+			fields := strings.Fields(line)
+			if err := c.parse(fields[len(fields)-1], depth+1); err != nil {
+				return fmt.Errorf("%s:%d: %w", path, lineNo, err)
+			}
+			continue
+		}
+		parts := confSeparator.Split(line, 2)
+		if len(parts) != 2 {
+			// The reference logs the failed unpacking and skips the line.
+			slog.Warn("agent conf line has no value; ignored", "file", path, "line", lineNo, "text", line)
+			continue
+		}
+		key, value := parts[0], parts[1]
+		if e, ok := c.Entries[key]; ok {
+			e.Values = append(e.Values, value)
+			e.Files = append(e.Files, path)
+			e.Lines = append(e.Lines, lineNo)
+			continue
+		}
+		if value == "" {
+			continue
+		}
+		c.Entries[key] = &Entry{Key: key, Values: []string{value}, Files: []string{path}, Lines: []int{lineNo}}
+		c.Keys = append(c.Keys, key)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read conf %s: %w", path, err)
+	}
+	return nil
+}
+
+// PyMap returns the dict the reference's conf_parser builds.
+func (c *Conf) PyMap() map[string]any {
+	m := make(map[string]any, len(c.Entries))
+	for k, e := range c.Entries {
+		m[k] = e.PyValue()
+	}
+	return m
+}

@@ -1,0 +1,115 @@
+package agentconf
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/monolith-go/monolith/pkg/errkind"
+)
+
+// parsePattern splits s at lp...rp groups and folds them with comb (the reference's parse_pattern):
+// comb(acc, literal, group, true) for each group and comb(acc, rest, "", false) for the tail.
+func parsePattern[T any](s string, init T, comb func(T, string, string, bool) (T, error), lp, rp string) (T, error) {
+	acc := init
+	for len(s) > 0 {
+		begin := strings.Index(s, lp)
+		end := -1
+		if begin >= 0 {
+			// Python's str.find(rp, begin) searches from begin.
+			if e := strings.Index(s[begin:], rp); e >= 0 {
+				end = begin + e
+			}
+		}
+		if begin == -1 || end == -1 {
+			return comb(acc, s, "", false)
+		}
+		var err error
+		if acc, err = comb(acc, s[:begin], s[begin+1:end], true); err != nil {
+			return acc, err
+		}
+		s = s[end+1:]
+	}
+	return acc, nil
+}
+
+// NormalizeRegex turns {name} placeholders into named digit groups: "ps_{i}" -> `ps_(?P<i>\d+)`.
+func NormalizeRegex(pattern string) string {
+	out, _ := parsePattern(pattern, "", func(acc, lit, group string, isGroup bool) (string, error) {
+		if !isGroup {
+			return acc + lit, nil
+		}
+		return acc + lit + `(?P<` + group + `>\d+)`, nil
+	}, "{", "}")
+	return out
+}
+
+// ExpandPattern expands [a-b,c-d] ranges (end exclusive, as Python's range) into every combination:
+// "ps_[0-2,5-7]" -> ps_0 ps_1 ps_5 ps_6. Like the reference, a bare number ("[1]") is an error
+// (kind Type) and a non-numeric bound is an error (kind Value).
+func ExpandPattern(pattern string) ([]string, error) {
+	return parsePattern(pattern, []string{""}, func(acc []string, lit, group string, isGroup bool) ([]string, error) {
+		if !isGroup {
+			out := make([]string, len(acc))
+			for i, v := range acc {
+				out[i] = v + lit
+			}
+			return out, nil
+		}
+		var nums []int
+		for _, item := range strings.Split(group, ",") {
+			if !strings.Contains(item, "-") {
+				return nil, errkind.New(errkind.Type, "expand pattern %q: item %q must be a range start-end", pattern, item)
+			}
+			parts := strings.Split(item, "-")
+			if len(parts) != 2 {
+				return nil, errkind.New(errkind.Value, "expand pattern %q: item %q must be one range start-end", pattern, item)
+			}
+			s, err1 := pyInt(parts[0])
+			e, err2 := pyInt(parts[1])
+			if err1 != nil || err2 != nil {
+				return nil, errkind.New(errkind.Value, "expand pattern %q: range %q needs integer bounds", pattern, item)
+			}
+			for i := s; i < e; i++ {
+				nums = append(nums, i)
+			}
+		}
+		var out []string
+		for _, v := range acc {
+			for _, n := range nums {
+				out = append(out, v+lit+strconv.Itoa(n))
+			}
+		}
+		if out == nil {
+			out = []string{}
+		}
+		return out, nil
+	}, "[", "]")
+}
+
+// pyInt parses like Python's int(str): surrounding spaces, a sign and _ separators are allowed.
+func pyInt(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.Atoi(strings.ReplaceAll(s, "_", ""))
+}
+
+// ParseSubModelName splits "ps_3" into ("ps", 3); a name without an index has index 0.
+func ParseSubModelName(name string) (string, int, error) {
+	if name == "" {
+		return "", 0, errkind.New(errkind.Runtime, "sub_model_name is None or empty")
+	}
+	parts := strings.Split(strings.TrimSpace(name), "_")
+	if len(parts) == 1 {
+		return strings.ToLower(parts[0]), 0, nil
+	}
+	if len(parts) != 2 {
+		return "", 0, errkind.New(errkind.Precondition, "sub model name %q: want {type} or {type}_{index}", name)
+	}
+	idx, err := pyInt(parts[1])
+	if err != nil {
+		return "", 0, errkind.New(errkind.Value, "sub model name %q: index %q is not an integer", name, parts[1])
+	}
+	return strings.ToLower(parts[0]), idx, nil
+}

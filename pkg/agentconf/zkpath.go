@@ -1,0 +1,61 @@
+package agentconf
+
+import (
+	"regexp"
+)
+
+var zkPathPattern = regexp.MustCompile(`^/(?P<bzid>[-_0-9A-Za-z]+)/service/(?P<base_name>[-_0-9A-Za-z]+)(/(?P<idc>[-_0-9A-Za-z]+):(?P<cluster>[-_0-9A-Za-z]+))?/(?P<server_type>\w+):(?P<index>\d+)(/(?P<replica_id>\d+))?$`)
+
+// ZKPath is a parsed service path /{bzid}/service/{base_name}[/{idc}:{cluster}]/{server_type}:{index}[/{replica_id}].
+// Fields are nil when the path did not match or the optional part is absent.
+type ZKPath struct {
+	Path                                                    string
+	Bzid, BaseName, IDC, Cluster, ServerType, Index, Replica *string
+}
+
+// ParseZKPath parses a service path; a path that does not match gives a ZKPath with no fields set.
+func ParseZKPath(path string) ZKPath {
+	z := ZKPath{Path: path}
+	m := zkPathPattern.FindStringSubmatch(path)
+	if m == nil {
+		return z
+	}
+	get := func(name string) *string {
+		i := zkPathPattern.SubexpIndex(name)
+		if i < 0 || m[i] == "" {
+			// Optional groups that did not take part are None in Python; required ones are never empty.
+			return nil
+		}
+		v := m[i]
+		return &v
+	}
+	z.Bzid, z.BaseName, z.IDC, z.Cluster = get("bzid"), get("base_name"), get("idc"), get("cluster")
+	z.ServerType, z.Index, z.Replica = get("server_type"), get("index"), get("replica_id")
+	return z
+}
+
+// Task is "{server_type}:{index}", or nil.
+func (z ZKPath) Task() *string {
+	if z.ServerType == nil || z.Index == nil {
+		return nil
+	}
+	s := *z.ServerType + ":" + *z.Index
+	return &s
+}
+
+// Location is "{idc}:{cluster}", or nil.
+func (z ZKPath) Location() *string {
+	if z.IDC == nil || z.Cluster == nil {
+		return nil
+	}
+	s := *z.IDC + ":" + *z.Cluster
+	return &s
+}
+
+// ShipIn reports whether the path belongs to idc:cluster; with either unset everything ships.
+func (z ZKPath) ShipIn(idc, cluster *string) bool {
+	if idc == nil || cluster == nil {
+		return true
+	}
+	return z.IDC != nil && z.Cluster != nil && *idc == *z.IDC && *cluster == *z.Cluster
+}

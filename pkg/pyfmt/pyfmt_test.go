@@ -1,0 +1,42 @@
+package pyfmt
+
+import (
+	"math"
+	"testing"
+)
+
+func TestFloat(t *testing.T) {
+	a, b := 0.1, 0.2 // variables: constant arithmetic would be exact
+	// Expected values are Python 3 repr() outputs.
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0.0"},
+		{math.Copysign(0, -1), "-0.0"},
+		{1, "1.0"},
+		{0.25, "0.25"},
+		{-1.5, "-1.5"},
+		{60000000, "60000000.0"},
+		{1e-05, "1e-05"},
+		{0.0001, "0.0001"},
+		{1e16, "1e+16"},
+		{1234567890123456.0, "1234567890123456.0"},
+		{a + b, "0.30000000000000004"},
+		{1.5e-10, "1.5e-10"},
+		{1e100, "1e+100"},
+		{math.Inf(1), "inf"},
+		{math.NaN(), "nan"},
+	}
+	for _, tc := range tests {
+		if got := Float(tc.in); got != tc.want {
+			t.Errorf("Float(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestBool(t *testing.T) {
+	if Bool(true) != "True" || Bool(false) != "False" {
+		t.Fatal("Bool must print Python's True/False")
+	}
+}

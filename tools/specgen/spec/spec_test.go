@@ -1,0 +1,66 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseErrors(t *testing.T) {
+	head := "module: monolith/a/b.py\ngo_package: pkg/b\n"
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown top key", "modul: x\n", `specs/t.yaml:1: spec: unknown key "modul"`},
+		{"missing module", "go_package: pkg/b\n", `missing required key "module"`},
+		{"duplicate key", head + "go_package: pkg/c\n", `specs/t.yaml:3: spec: duplicate key "go_package" (first at line 2)`},
+		{"wrong type", head + "configs: 5\n", `specs/t.yaml:3: spec.configs: want a list, got int "5"`},
+		{"unknown field key", head + "configs:\n  - name: C\n    fields:\n      - {name: a, type: int, colour: red}\n", `specs/t.yaml:6: spec.configs[0].fields[0]: unknown key "colour"`},
+		{"bad field type", head + "configs:\n  - name: C\n    fields:\n      - {name: a, type: complex}\n", `specs/t.yaml:6: config "C" field "a": unknown type "complex"`},
+		{"duplicate field", head + "configs:\n  - name: C\n    fields:\n      - {name: a, type: int}\n      - {name: a, type: bool}\n", `specs/t.yaml:7: config "C": duplicate field "a" (first at line 6)`},
+		{"bad default", head + "configs:\n  - name: C\n    fields:\n      - {name: a, type: int, default: abc}\n", `default "abc" is not an int`},
+		{"null default not optional", head + "configs:\n  - name: C\n    fields:\n      - {name: a, type: int, default: null}\n", `default null needs optional: true`},
+		{"bool as string", head + "configs:\n  - name: C\n    fields:\n      - {name: a, type: int, optional: yes}\n", `want true or false`},
+		{"status without why", head + "parity:\n  - {symbol: f, status: different}\n", `parity "f": status different needs a why`},
+		{"unknown status", head + "parity:\n  - {symbol: f, status: done}\n", `unknown status "done"`},
+		{"declared twice", head + "parity:\n  - symbol: f\n    status: ported\n    declared:\n      - {case: c, why: x}\n      - {case: c, why: y}\n", `case "c" declared twice`},
+		{"bad flag type", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: x, type: float, help: h}\n", `unknown type "float"`},
+		{"alias", "&a x: 1\n", `unknown key "x"`},
+		{"bad yaml", head + "configs: [\n", `specs/t.yaml:`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("specs/t.yaml", []byte(tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	s, err := Parse("specs/t.yaml", []byte(`module: monolith/a/b.py
+go_package: pkg/b
+configs:
+  - name: Base
+    fields:
+      - {name: x, type: float, default: 0.5}
+  - name: C
+    embeds: [Base]
+    fields:
+      - {name: tags, type: string_list, optional: true}
+      - {name: n, type: int, default: 2, env: [N], precedence: derived}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Configs) != 2 || s.Configs[1].Fields[1].Line != 11 {
+		t.Fatalf("unexpected parse: %+v", s.Configs)
+	}
+	lit, err := DefaultLiteral(&s.Configs[0].Fields[0])
+	if err != nil || lit != "0.5" {
+		t.Fatalf("DefaultLiteral = %q, %v", lit, err)
+	}
+	if Camel("tfs_ps_http_port") != "TFSPSHTTPPort" || Camel("replica_id") != "ReplicaID" {
+		t.Fatal("Camel initialisms")
+	}
+}
