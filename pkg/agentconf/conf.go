@@ -45,6 +45,17 @@ type Conf struct {
 	Entries map[string]*Entry
 	// Keys in order of first appearance.
 	Keys []string
+	// Ignored lists lines the reference ignores (no value, empty value, missing include); FromFile
+	// turns them into errors, ParseConf keeps the reference's behaviour.
+	Ignored []Ignored
+}
+
+// Ignored is a conf line that gave no value.
+type Ignored struct {
+	File   string
+	Line   int
+	Text   string
+	Reason string
 }
 
 // ParseConf reads an agent.conf the way the reference's conf_parser does: blank lines and lines
@@ -54,7 +65,7 @@ type Conf struct {
 // the reference (FromFile checks existence itself); a file that exists but cannot be read is an error.
 func ParseConf(path string) (*Conf, error) {
 	c := &Conf{Entries: map[string]*Entry{}}
-	if err := c.parse(path, 0); err != nil {
+	if err := c.parse(path, 0, "", 0); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -63,7 +74,7 @@ func ParseConf(path string) (*Conf, error) {
 // maxIncludeDepth stops include cycles, which would recurse forever in the reference.
 const maxIncludeDepth = 16
 
-func (c *Conf) parse(path string, depth int) error {
+func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 	if depth > maxIncludeDepth {
 		return fmt.Errorf("%s: includes nested deeper than %d (an include cycle?)", path, maxIncludeDepth)
 	}
@@ -71,6 +82,7 @@ func (c *Conf) parse(path string, depth int) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		if depth > 0 {
 			slog.Warn("agent conf include not found; ignored as the reference does", "path", path)
+			c.Ignored = append(c.Ignored, Ignored{File: from, Line: fromLine, Text: "include " + path, Reason: "included file does not exist"})
 		}
 		return nil
 	}
@@ -90,7 +102,7 @@ func (c *Conf) parse(path string, depth int) error {
 		}
 		if strings.HasPrefix(line, "include") {
 			fields := strings.Fields(line)
-			if err := c.parse(fields[len(fields)-1], depth+1); err != nil {
+			if err := c.parse(fields[len(fields)-1], depth+1, path, lineNo); err != nil {
 				return fmt.Errorf("%s:%d: %w", path, lineNo, err)
 			}
 			continue
@@ -99,6 +111,7 @@ func (c *Conf) parse(path string, depth int) error {
 		if len(parts) != 2 {
 			// The reference logs the failed unpacking and skips the line.
 			slog.Warn("agent conf line has no value; ignored", "file", path, "line", lineNo, "text", line)
+			c.Ignored = append(c.Ignored, Ignored{File: path, Line: lineNo, Text: line, Reason: "a key without a value"})
 			continue
 		}
 		key, value := parts[0], parts[1]
@@ -109,6 +122,7 @@ func (c *Conf) parse(path string, depth int) error {
 			continue
 		}
 		if value == "" {
+			c.Ignored = append(c.Ignored, Ignored{File: path, Line: lineNo, Text: line, Reason: "a key with an empty value"})
 			continue
 		}
 		c.Entries[key] = &Entry{Key: key, Values: []string{value}, Files: []string{path}, Lines: []int{lineNo}}

@@ -358,6 +358,10 @@ func FromFile(path string, opts Options) (*AgentConfig, error) {
 	if err != nil {
 		return nil, errkind.Wrap(errkind.Value, err)
 	}
+	if len(conf.Ignored) > 0 {
+		ig := conf.Ignored[0]
+		return nil, errkind.New(errkind.Value, "%s:%d: %q: %s", ig.File, ig.Line, ig.Text, ig.Reason)
+	}
 	fields, err := LoadFields(conf, o)
 	if err != nil {
 		return nil, err

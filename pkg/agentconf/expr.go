@@ -15,8 +15,8 @@ type Number struct {
 	Float   float64
 }
 
-func intNum(i *big.Int) Number    { return Number{Int: i} }
-func floatNum(f float64) Number   { return Number{IsFloat: true, Float: f} }
+func intNum(i *big.Int) Number  { return Number{Int: i} }
+func floatNum(f float64) Number { return Number{IsFloat: true, Float: f} }
 func (n Number) float() float64 {
 	if n.IsFloat {
 		return n.Float

@@ -9,7 +9,7 @@ var zkPathPattern = regexp.MustCompile(`^/(?P<bzid>[-_0-9A-Za-z]+)/service/(?P<b
 // ZKPath is a parsed service path /{bzid}/service/{base_name}[/{idc}:{cluster}]/{server_type}:{index}[/{replica_id}].
 // Fields are nil when the path did not match or the optional part is absent.
 type ZKPath struct {
-	Path                                                    string
+	Path                                                     string
 	Bzid, BaseName, IDC, Cluster, ServerType, Index, Replica *string
 }
 

@@ -70,6 +70,14 @@ func Generate(root string, specs []*spec.Spec) (Files, error) {
 		fmt.Fprintf(&agg, "        \"//%s:files\",\n", d)
 	}
 	agg.WriteString("    ],\n    visibility = [\"//visibility:public\"],\n)\n")
+	// The generated golden tests, for `bazel run //parity:update`.
+	agg.WriteString("\nfilegroup(\n    name = \"golden_tests\",\n    srcs = [\n")
+	for _, d := range pkgs {
+		if _, ok := out[d+"/golden_test.go"]; ok {
+			fmt.Fprintf(&agg, "        \"//%s:%s_test\",\n", d, path.Base(d))
+		}
+	}
+	agg.WriteString("    ],\n    testonly = True,\n    visibility = [\"//visibility:public\"],\n)\n")
 	out[OutDir+"/BUILD.bazel"] = agg.Bytes()
 	return out, nil
 }
@@ -231,7 +239,7 @@ func renderBuild(files Files, dir string) ([]byte, error) {
 		}
 		td = append(td, lib)
 		sort.Strings(td)
-		fmt.Fprintf(&b, "go_test(\n    name = %q,\n    srcs = %s,\n    data = [\"//parity/goldens/go:files\"],\n    deps = %s,\n)\n\n",
+		fmt.Fprintf(&b, "go_test(\n    name = %q,\n    srcs = %s,\n    data = [\"//parity/goldens/go:files\"],\n    visibility = [\"//gen/spec:__pkg__\"],\n    deps = %s,\n)\n\n",
 			name+"_test", starList(tsrcs, "    "), starList(td, "    "))
 	}
 	b.WriteString("filegroup(\n    name = \"files\",\n    srcs = glob([\"**\"]),\n    visibility = [\"//visibility:public\"],\n)\n")
