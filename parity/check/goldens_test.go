@@ -67,3 +67,38 @@ func TestPythonGoldens(t *testing.T) {
 		t.Fatal("no case passed: adapters are not wired")
 	}
 }
+
+// TestReportUpToDate fails when parity/REPORT.md differs from what the current specs and results give.
+func TestReportUpToDate(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := repoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := spec.LoadDir(filepath.Join(root, "specs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := policyFromSpecs(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := harness.LoadDir(filepath.Join(root, "parity", "goldens", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := harness.NewRegistry()
+	adapters.RegisterAll(reg)
+	var out bytes.Buffer
+	want := renderReport(specs, harness.Run(cases, reg, policy, &out))
+	got, err := os.ReadFile(filepath.Join(root, "parity", "REPORT.md"))
+	if err != nil {
+		t.Fatalf("%v (generate it with: %s)", err, reportCommand)
+	}
+	if string(got) != want {
+		t.Fatalf("parity/REPORT.md is stale; regenerate it with: %s", reportCommand)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/monolith-go/monolith/parity/adapters"
 	"github.com/monolith-go/monolith/parity/harness"
+	"github.com/monolith-go/monolith/tools/specgen/spec"
 )
 
 func main() {
@@ -75,6 +76,16 @@ func check(o *options, stdout, stderr io.Writer, register func(*harness.Registry
 	reg := harness.NewRegistry()
 	register(reg)
 	s := harness.RunWithOptions(cases, reg, policy, stdout, harness.Options{Verbose: o.verbose})
+	if o.report != "" {
+		specs, err := spec.LoadDir(o.specs)
+		if err != nil {
+			return 0, fmt.Errorf("report: %w", err)
+		}
+		if err := os.WriteFile(o.report, []byte(renderReport(specs, s)), 0o644); err != nil {
+			return 0, fmt.Errorf("report: %w", err)
+		}
+		fmt.Fprintf(stderr, "check: wrote %s\n", o.report)
+	}
 	if s.Failed > 0 {
 		return 1, nil
 	}
@@ -131,6 +142,7 @@ type options struct {
 	specs   string
 	filter  *regexp.Regexp
 	verbose bool
+	report  string
 }
 
 // dirList is a repeatable, comma-separated directory flag.
@@ -155,6 +167,7 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 	specs := fs.String("specs", "", "specs directory (`DIR`; default: specs/ in the repository root)")
 	runRe := fs.String("run", "", "run only the cases whose module/case matches `REGEXP`")
 	verbose := fs.Bool("v", false, "show the file, the call and every difference of failing cases")
+	report := fs.String("report", "", "also write the parity report (markdown) to `FILE` (relative to the workspace under bazel run)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -167,6 +180,16 @@ func parseArgs(args []string, stdout io.Writer) (*options, error) {
 		return nil, usagef("unexpected argument %q (see -h)", fs.Arg(0))
 	}
 	o := &options{verbose: *verbose}
+	if *report != "" {
+		base, err := baseDir()
+		if err != nil {
+			return nil, err
+		}
+		o.report = *report
+		if !filepath.IsAbs(o.report) {
+			o.report = filepath.Join(base, o.report)
+		}
+	}
 	var err error
 	if o.goldens, err = goldenDirs(goldens); err != nil {
 		return nil, err
