@@ -239,7 +239,7 @@ func renderBuild(files Files, dir string) ([]byte, error) {
 		}
 		td = append(td, lib)
 		sort.Strings(td)
-		fmt.Fprintf(&b, "go_test(\n    name = %q,\n    srcs = %s,\n    data = [\"//parity/goldens/go:files\"],\n    visibility = [\"//gen/spec:__pkg__\"],\n    deps = %s,\n)\n\n",
+		fmt.Fprintf(&b, "go_test(\n    name = %q,\n    size = \"small\",\n    srcs = %s,\n    data = [\"//parity/goldens/go:files\"],\n    visibility = [\"//gen/spec:__pkg__\"],\n    deps = %s,\n)\n\n",
 			name+"_test", starList(tsrcs, "    "), starList(td, "    "))
 	}
 	b.WriteString("filegroup(\n    name = \"files\",\n    srcs = glob([\"**\"]),\n    visibility = [\"//visibility:public\"],\n)\n")
