@@ -2,6 +2,7 @@
 package adapters
 
 import (
+	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 )
@@ -10,5 +11,6 @@ import (
 // Register(r *harness.Registry) and has no init() side effects, so the set is exactly what is
 // listed here; add one call per module as it is ported.
 func RegisterAll(r *harness.Registry) {
+	datadef.Register(r)
 	utils.Register(r)
 }

@@ -40,3 +40,41 @@ func TestBool(t *testing.T) {
 		t.Fatal("Bool must print Python's True/False")
 	}
 }
+
+func TestJSONString(t *testing.T) {
+	// Expected values are Python 3 json.dumps outputs.
+	tests := []struct{ in, want string }{
+		{"", `""`},
+		{"plain /path", `"plain /path"`},
+		{"q\"b\\", `"q\"b\\"`},
+		{"\n\r\t\b\f", `"\n\r\t\b\f"`},
+		{"\x01\x1f\x7f", `"\u0001\u001f\u007f"`},
+		{"模型", `"\u6a21\u578b"`},
+		{"é", `"\u00e9"`},
+		{"😀", `"\ud83d\ude00"`},
+	}
+	for _, tc := range tests {
+		if got := JSONString(tc.in); got != tc.want {
+			t.Errorf("JSONString(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestBytesRepr(t *testing.T) {
+	// Expected values are Python 3 repr(bytes) outputs.
+	tests := []struct {
+		in   []byte
+		want string
+	}{
+		{[]byte(""), `b''`},
+		{[]byte(`{"a": 1}`), `b'{"a": 1}'`},
+		{[]byte("it's"), `b"it's"`},
+		{[]byte(`it's "x"`), `b'it\'s "x"'`},
+		{[]byte("a\\b\n\x00\xff"), `b'a\\b\n\x00\xff'`},
+	}
+	for _, tc := range tests {
+		if got := BytesRepr(tc.in); got != tc.want {
+			t.Errorf("BytesRepr(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,469 @@
+// Package datadef holds the agent's data model (monolith/agent_service/data_def.py): the records
+// stored in ZooKeeper and passed between the agent's parts. Serialize writes the bytes Python's
+// json.dumps writes for the reference's dataclasses (the reference compares stored bytes before
+// rewriting a node, so they must be identical); Deserialize fills absent keys with defaults, ignores
+// unknown keys and rejects values of the wrong type, naming the field.
+package datadef
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/monolith-go/monolith/pkg/errkind"
+)
+
+// ModelState is TF Serving's ModelVersionStatus.State.
+type ModelState int
+
+// TF Serving model version states (same numbers as the proto enum).
+const (
+	StateUnknown   ModelState = 0
+	StateStart     ModelState = 10
+	StateLoading   ModelState = 20
+	StateAvailable ModelState = 30
+	StateUnloading ModelState = 40
+	StateEnd       ModelState = 50
+)
+
+var stateNames = map[ModelState]string{StateUnknown: "UNKNOWN", StateStart: "START", StateLoading: "LOADING",
+	StateAvailable: "AVAILABLE", StateUnloading: "UNLOADING", StateEnd: "END"}
+
+func (s ModelState) String() string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return strconv.Itoa(int(s))
+}
+
+// PublishType says whether a publish loads or unloads a model.
+type PublishType int
+
+// Publish types.
+const (
+	PublishLoad   PublishType = 1
+	PublishUnload PublishType = 2
+)
+
+func (p PublishType) String() string {
+	switch p {
+	case PublishLoad:
+		return "LOAD"
+	case PublishUnload:
+		return "UNLOAD"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// ParsePublishType validates a PublishType number.
+func ParsePublishType(n int) (PublishType, error) {
+	if n != int(PublishLoad) && n != int(PublishUnload) {
+		return 0, errkind.New(errkind.Value, "%d is not a valid PublishType", n)
+	}
+	return PublishType(n), nil
+}
+
+// EventType says which handler an event is for.
+type EventType int
+
+// Event types. EventUnknown is an alias of EventPortal (the same number), as in the reference.
+const (
+	EventPortal   EventType = 1
+	EventService  EventType = 2
+	EventPublish  EventType = 3
+	EventResource EventType = 4
+	EventUnknown            = EventPortal
+)
+
+func (e EventType) String() string {
+	switch e {
+	case EventPortal:
+		return "PORTAL"
+	case EventService:
+		return "SERVICE"
+	case EventPublish:
+		return "PUBLISH"
+	case EventResource:
+		return "RESOURCE"
+	}
+	return strconv.Itoa(int(e))
+}
+
+// ParseEventType validates an EventType number.
+func ParseEventType(n int) (EventType, error) {
+	if n < int(EventPortal) || n > int(EventResource) {
+		return 0, errkind.New(errkind.Value, "%d is not a valid EventType", n)
+	}
+	return EventType(n), nil
+}
+
+// pyStr is how an f-string prints an optional string.
+func pyStr(s *string) string {
+	if s == nil {
+		return "None"
+	}
+	return *s
+}
+
+func pyInt(n *int) string {
+	if n == nil {
+		return "None"
+	}
+	return strconv.Itoa(*n)
+}
+
+// joinPath joins like os.path.join(base, name): an absolute name replaces base.
+func joinPath(base, name string) string {
+	switch {
+	case strings.HasPrefix(name, "/"), base == "":
+		return name
+	case strings.HasSuffix(base, "/"):
+		return base + name
+	}
+	return base + "/" + name
+}
+
+// ModelMeta describes a model under /{bzid}/portal.
+type ModelMeta struct {
+	ModelName    *string
+	ModelDir     *string
+	Ckpt         *string
+	NumShard     int
+	Action       string
+	SpecReplicas []int
+}
+
+// NewModelMeta returns a ModelMeta with the reference's defaults.
+func NewModelMeta() ModelMeta { return ModelMeta{NumShard: -1, Action: "NONE", SpecReplicas: []int{}} }
+
+// Path is base_path/model_name.
+func (m ModelMeta) Path(base string) (string, error) {
+	if m.ModelName == nil {
+		return "", errkind.New(errkind.Type, "ModelMeta.get_path: model_name is not set")
+	}
+	return joinPath(base, *m.ModelName), nil
+}
+
+// Serialize writes the reference's JSON bytes.
+func (m ModelMeta) Serialize() []byte {
+	var w objWriter
+	w.optStr("model_name", m.ModelName)
+	w.optStr("model_dir", m.ModelDir)
+	w.optStr("ckpt", m.Ckpt)
+	w.int("num_shard", m.NumShard)
+	w.str("action", m.Action)
+	w.ints("spec_replicas", orEmpty(m.SpecReplicas))
+	return w.bytes()
+}
+
+func orEmpty(v []int) []int {
+	if v == nil {
+		return []int{}
+	}
+	return v
+}
+
+// DeserializeModelMeta reads a serialized ModelMeta.
+func DeserializeModelMeta(b []byte) (ModelMeta, error) {
+	m := NewModelMeta()
+	o, err := parseObject("ModelMeta", b)
+	if err != nil {
+		return m, err
+	}
+	err = firstErr(o.optStr("model_name", &m.ModelName), o.optStr("model_dir", &m.ModelDir), o.optStr("ckpt", &m.Ckpt),
+		o.int("num_shard", &m.NumShard), o.str("action", &m.Action), o.ints("spec_replicas", &m.SpecReplicas))
+	return m, err
+}
+
+// ResourceSpec is a host's resources, under /{bzid}/resource.
+type ResourceSpec struct {
+	Address   *string
+	ShardID   *int
+	ReplicaID *int
+	Memory    *int
+	CPU       float64
+	Network   float64
+	WorkLoad  float64
+}
+
+// NewResourceSpec returns a ResourceSpec with the reference's defaults.
+func NewResourceSpec() ResourceSpec { return ResourceSpec{CPU: -1, Network: -1, WorkLoad: -1} }
+
+// Path is base_path/{shard_id}:{replica_id} (None for unset ids, as the reference prints them).
+func (r ResourceSpec) Path(base string) string {
+	return joinPath(base, pyInt(r.ShardID)+":"+pyInt(r.ReplicaID))
+}
+
+// Serialize writes the reference's JSON bytes (floats always with a fraction).
+func (r ResourceSpec) Serialize() []byte {
+	var w objWriter
+	w.optStr("address", r.Address)
+	w.optInt("shard_id", r.ShardID)
+	w.optInt("replica_id", r.ReplicaID)
+	w.optInt("memory", r.Memory)
+	w.float("cpu", r.CPU)
+	w.float("network", r.Network)
+	w.float("work_load", r.WorkLoad)
+	return w.bytes()
+}
+
+// DeserializeResourceSpec reads a serialized ResourceSpec.
+func DeserializeResourceSpec(b []byte) (ResourceSpec, error) {
+	r := NewResourceSpec()
+	o, err := parseObject("ResourceSpec", b)
+	if err != nil {
+		return r, err
+	}
+	err = firstErr(o.optStr("address", &r.Address), o.optInt("shard_id", &r.ShardID), o.optInt("replica_id", &r.ReplicaID),
+		o.optInt("memory", &r.Memory), o.float("cpu", &r.CPU), o.float("network", &r.Network), o.float("work_load", &r.WorkLoad))
+	return r, err
+}
+
+// SubModel maps a sub model name (entry, ps_0, dense_0) to its version path.
+type SubModel struct {
+	Name, Path string
+}
+
+// PublishMeta is a publish request under /{bzid}/publish. SubModels keeps its order (the
+// serialized bytes follow it); nil means None.
+type PublishMeta struct {
+	ShardID         *int
+	ReplicaID       int
+	ModelName       *string
+	NumPS           *int
+	TotalPublishNum int
+	SubModels       []SubModel
+	PType           PublishType
+	IsSpec          bool
+}
+
+// NewPublishMeta returns a PublishMeta with the reference's defaults.
+func NewPublishMeta() PublishMeta {
+	return PublishMeta{ReplicaID: -1, TotalPublishNum: 1, PType: PublishLoad}
+}
+
+// Path is base_path/{shard_id}:{replica_id}:{model_name}.
+func (p PublishMeta) Path(base string) string {
+	return joinPath(base, pyInt(p.ShardID)+":"+strconv.Itoa(p.ReplicaID)+":"+pyStr(p.ModelName))
+}
+
+// Serialize writes the reference's JSON bytes.
+func (p PublishMeta) Serialize() []byte {
+	var w objWriter
+	w.optInt("shard_id", p.ShardID)
+	w.int("replica_id", p.ReplicaID)
+	w.optStr("model_name", p.ModelName)
+	w.optInt("num_ps", p.NumPS)
+	w.int("total_publish_num", p.TotalPublishNum)
+	if p.SubModels == nil {
+		w.raw("sub_models", "null")
+	} else {
+		var sw objWriter
+		for _, s := range p.SubModels {
+			sw.str(s.Name, s.Path)
+		}
+		w.raw("sub_models", string(sw.bytes()))
+	}
+	w.int("ptype", int(p.PType))
+	w.bool("is_spec", p.IsSpec)
+	return w.bytes()
+}
+
+// DeserializePublishMeta reads a serialized PublishMeta.
+func DeserializePublishMeta(b []byte) (PublishMeta, error) {
+	p := NewPublishMeta()
+	o, err := parseObject("PublishMeta", b)
+	if err != nil {
+		return p, err
+	}
+	ptype := int(p.PType)
+	err = firstErr(o.optInt("shard_id", &p.ShardID), o.int("replica_id", &p.ReplicaID), o.optStr("model_name", &p.ModelName),
+		o.optInt("num_ps", &p.NumPS), o.int("total_publish_num", &p.TotalPublishNum), o.subModels(&p.SubModels),
+		o.int("ptype", &ptype), o.bool("is_spec", &p.IsSpec))
+	if err != nil {
+		return p, err
+	}
+	p.PType, err = ParsePublishType(ptype)
+	return p, err
+}
+
+// subModels reads sub_models keeping the key order of the serialized object.
+func (o *object) subModels(dst *[]SubModel) error {
+	raw, ok := o.fields["sub_models"]
+	if !ok {
+		return nil
+	}
+	if isNull(raw) {
+		*dst = nil
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return o.typeErr("sub_models", "an object of strings or null", raw)
+	}
+	out := []SubModel{}
+	index := map[string]int{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return o.typeErr("sub_models", "an object of strings", raw)
+		}
+		key, _ := kt.(string)
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return errkind.New(errkind.Type, "%s.sub_models[%q]: want a string", o.typ, key)
+		}
+		if i, dup := index[key]; dup {
+			out[i].Path = v // a repeated key keeps its first position and its last value, as in Python
+			continue
+		}
+		index[key] = len(out)
+		out = append(out, SubModel{Name: key, Path: v})
+	}
+	*dst = out
+	return nil
+}
+
+// ReplicaMeta is a serving replica under /{bzid}/service.
+type ReplicaMeta struct {
+	Address           *string
+	AddressIPv6       *string
+	Stat              ModelState
+	ModelName         *string
+	ServerType        *string
+	Task              int
+	Replica           int
+	ArchonAddress     *string
+	ArchonAddressIPv6 *string
+}
+
+// NewReplicaMeta returns a ReplicaMeta with the reference's defaults.
+func NewReplicaMeta() ReplicaMeta { return ReplicaMeta{Stat: StateUnknown, Task: -1, Replica: -1} }
+
+// Serialize writes the reference's JSON bytes.
+func (r ReplicaMeta) Serialize() []byte {
+	var w objWriter
+	w.optStr("address", r.Address)
+	w.optStr("address_ipv6", r.AddressIPv6)
+	w.int("stat", int(r.Stat))
+	w.optStr("model_name", r.ModelName)
+	w.optStr("server_type", r.ServerType)
+	w.int("task", r.Task)
+	w.int("replica", r.Replica)
+	w.optStr("archon_address", r.ArchonAddress)
+	w.optStr("archon_address_ipv6", r.ArchonAddressIPv6)
+	return w.bytes()
+}
+
+// DeserializeReplicaMeta reads a serialized ReplicaMeta.
+func DeserializeReplicaMeta(b []byte) (ReplicaMeta, error) {
+	r := NewReplicaMeta()
+	o, err := parseObject("ReplicaMeta", b)
+	if err != nil {
+		return r, err
+	}
+	stat := int(r.Stat)
+	err = firstErr(o.optStr("address", &r.Address), o.optStr("address_ipv6", &r.AddressIPv6), o.int("stat", &stat),
+		o.optStr("model_name", &r.ModelName), o.optStr("server_type", &r.ServerType), o.int("task", &r.Task),
+		o.int("replica", &r.Replica), o.optStr("archon_address", &r.ArchonAddress),
+		o.optStr("archon_address_ipv6", &r.ArchonAddressIPv6))
+	r.Stat = ModelState(stat)
+	return r, err
+}
+
+// Path is {sep}{bzid}{sep}service{sep}{model_name}{sep}{server_type}:{task}{sep}{replica}.
+func (r ReplicaMeta) Path(bzid, sep string) (string, error) {
+	if r.ModelName == nil {
+		return "", errkind.New(errkind.Type, "ReplicaMeta.get_path: model_name is not set")
+	}
+	return strings.Join([]string{"", bzid, "service", *r.ModelName,
+		pyStr(r.ServerType) + ":" + strconv.Itoa(r.Task), strconv.Itoa(r.Replica)}, sep), nil
+}
+
+// Address families for ReplicaMeta.Address.
+const (
+	IPv4 = "ipv4"
+	IPv6 = "ipv6"
+)
+
+// AddressFor picks the replica's address: the archon or gRPC one, preferring the given family and
+// falling back to the other; wildcard addresses (0.0.0.0*, [::]*) count as absent. Nil when none.
+func (r ReplicaMeta) AddressFor(useArchon bool, family string) (*string, error) {
+	if family != IPv4 && family != IPv6 {
+		return nil, errkind.New(errkind.Precondition, "address family %q: want %s or %s", family, IPv4, IPv6)
+	}
+	v4, v6 := r.Address, r.AddressIPv6
+	if useArchon {
+		v4, v6 = r.ArchonAddress, r.ArchonAddressIPv6
+	}
+	if v4 != nil && strings.HasPrefix(*v4, "0.0.0.0") {
+		v4 = nil
+	}
+	if v6 != nil && strings.HasPrefix(*v6, "[::]") {
+		v6 = nil
+	}
+	// Python's `a or b`: an empty string counts as absent too.
+	first, second := v4, v6
+	if family == IPv6 {
+		first, second = v6, v4
+	}
+	if first != nil && *first != "" {
+		return first, nil
+	}
+	return second, nil
+}
+
+// Event is a unit of work for the agent's handlers.
+type Event struct {
+	Path  *string
+	Data  []byte
+	EType EventType
+}
+
+// NewEvent returns an Event with the reference's defaults.
+func NewEvent() Event { return Event{Data: []byte{}, EType: EventUnknown} }
+
+// Serialize writes the reference's JSON bytes (data as a list of byte values).
+func (e Event) Serialize() []byte {
+	var w objWriter
+	w.optStr("path", e.Path)
+	ints := make([]int, len(e.Data))
+	for i, c := range e.Data {
+		ints[i] = int(c)
+	}
+	w.ints("data", ints)
+	w.int("etype", int(e.EType))
+	return w.bytes()
+}
+
+// DeserializeEvent reads a serialized Event. Unlike the reference, which cannot decode its own
+// bytes field, data is read back from the list of byte values.
+func DeserializeEvent(b []byte) (Event, error) {
+	e := NewEvent()
+	o, err := parseObject("Event", b)
+	if err != nil {
+		return e, err
+	}
+	var data []int
+	etype := int(e.EType)
+	if err := firstErr(o.optStr("path", &e.Path), o.ints("data", &data), o.int("etype", &etype)); err != nil {
+		return e, err
+	}
+	if data != nil {
+		e.Data = make([]byte, len(data))
+		for i, v := range data {
+			if v < 0 || v > 255 {
+				return e, errkind.New(errkind.Value, "Event.data[%d]: %d is not a byte value", i, v)
+			}
+			e.Data[i] = byte(v)
+		}
+	}
+	e.EType, err = ParseEventType(etype)
+	return e, err
+}
+
+// String helpers for callers that print records.
+func (m ModelMeta) String() string   { return string(m.Serialize()) }
+func (r ReplicaMeta) String() string { return string(r.Serialize()) }
+
