@@ -466,4 +466,3 @@ func DeserializeEvent(b []byte) (Event, error) {
 // String helpers for callers that print records.
 func (m ModelMeta) String() string   { return string(m.Serialize()) }
 func (r ReplicaMeta) String() string { return string(r.Serialize()) }
-

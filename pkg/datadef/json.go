@@ -39,7 +39,7 @@ func (w *objWriter) optStr(name string, v *string) {
 	w.raw(name, pyfmt.JSONString(*v))
 }
 
-func (w *objWriter) str(name, v string)   { w.raw(name, pyfmt.JSONString(v)) }
+func (w *objWriter) str(name, v string)     { w.raw(name, pyfmt.JSONString(v)) }
 func (w *objWriter) int(name string, v int) { w.raw(name, strconv.Itoa(v)) }
 func (w *objWriter) optInt(name string, v *int) {
 	if v == nil {

@@ -73,4 +73,3 @@ func BytesRepr(data []byte) string {
 	b.WriteByte(quote)
 	return b.String()
 }
-
