@@ -1,0 +1,367 @@
+package zkreal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/zk"
+	"github.com/monolith-go/monolith/pkg/zk/zkwire"
+)
+
+// Auth is a credential added to every connection (e.g. scheme "digest", data "user:password").
+type Auth struct {
+	Scheme string
+	Data   []byte
+}
+
+// Options configure Connect.
+type Options struct {
+	// Servers are host:port addresses.
+	Servers []string
+	// SessionTimeout is the requested session timeout (default 10 s; the server may adjust it).
+	SessionTimeout time.Duration
+	// Chroot, when set, is prepended to every path (it is created if missing).
+	Chroot string
+	// Auth is sent on every new connection.
+	Auth []Auth
+	// ACL for created nodes (default: world, all permissions).
+	ACL []gozk.ACL
+	// ReadRetry bounds the retries of idempotent reads on connection loss.
+	ReadRetry zk.RetryPolicy
+	// Logger receives the library's log and this package's; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Client is a zk.Client on a real ZooKeeper ensemble.
+type Client struct {
+	conn   *gozk.Conn
+	opts   Options
+	log    *slog.Logger
+	creds  *credentials
+	chroot string
+
+	events  *eventQueue
+	closing chan struct{}
+	wg      sync.WaitGroup
+
+	mu        sync.Mutex
+	state     zk.State
+	gen       uint64        // incremented on each new session
+	genCh     chan struct{} // closed (and replaced) when the state or gen changes
+	lost      bool          // LOST was emitted and no new session is up yet
+	listeners map[int]func(zk.State)
+	nextID    int
+	owned     map[string][]byte // registered ephemeral nodes (chroot-relative path -> data)
+	closed    bool
+
+	closeOnce sync.Once
+}
+
+var _ zk.Client = (*Client)(nil)
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Printf(format string, args ...any) {
+	a.l.Debug(fmt.Sprintf(format, args...), "component", "go-zookeeper")
+}
+
+// Connect opens a session and waits until it is established (or ctx ends).
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	if len(opts.Servers) == 0 {
+		return nil, errkind.New(errkind.Value, "zkreal: no servers given")
+	}
+	if opts.SessionTimeout == 0 {
+		opts.SessionTimeout = 10 * time.Second
+	}
+	if opts.ACL == nil {
+		opts.ACL = gozk.WorldACL(gozk.PermAll)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	chroot := strings.TrimSuffix(opts.Chroot, "/")
+	if chroot != "" {
+		if err := zk.ValidatePath(chroot); err != nil {
+			return nil, fmt.Errorf("zkreal: chroot: %w", err)
+		}
+	}
+	c := &Client{
+		opts: opts, log: opts.Logger, creds: &credentials{}, chroot: chroot,
+		events: newEventQueue(), closing: make(chan struct{}), genCh: make(chan struct{}),
+		listeners: map[int]func(zk.State){}, owned: map[string][]byte{},
+	}
+	conn, _, err := gozk.Connect(opts.Servers, opts.SessionTimeout,
+		gozk.WithLogger(slogAdapter{opts.Logger}),
+		gozk.WithDialer(zkwire.SniffingDialer(c.creds.set, handshakeTimeout(opts.SessionTimeout))),
+		// The callback runs on the library's connection goroutine: it must never block, so it
+		// only appends to an unbounded queue that the dispatcher drains.
+		gozk.WithEventCallback(func(ev gozk.Event) {
+			if ev.Type == gozk.EventSession {
+				c.events.push(ev.State)
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("zkreal: connect: %w", err)
+	}
+	c.conn = conn
+	c.wg.Add(1)
+	go c.dispatch()
+	if err := c.waitConnected(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("zkreal: connect to %s: %w", strings.Join(opts.Servers, ","), err)
+	}
+	for _, a := range opts.Auth {
+		// The library keeps the credentials and re-sends them on every new connection.
+		if err := c.conn.AddAuth(a.Scheme, a.Data); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("zkreal: add auth %s: %w", a.Scheme, err)
+		}
+	}
+	if chroot != "" {
+		if err := c.ensureFull(ctx, chroot); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("zkreal: create chroot %s: %w", chroot, err)
+		}
+	}
+	return c, nil
+}
+
+// SessionID returns the current session id and password.
+func (c *Client) SessionID() (int64, []byte) { return c.creds.get() }
+
+// waitConnected blocks until the state is CONNECTED.
+func (c *Client) waitConnected(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		st, ch, closed := c.state, c.genCh, c.closed
+		c.mu.Unlock()
+		if closed {
+			return zk.ErrClosed
+		}
+		if st == zk.StateConnected {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closing:
+			return zk.ErrClosed
+		}
+	}
+}
+
+// waitNewSession blocks until a session newer than gen is CONNECTED.
+func (c *Client) waitNewSession(gen uint64, stop <-chan struct{}) bool {
+	for {
+		c.mu.Lock()
+		st, g, ch := c.state, c.gen, c.genCh
+		c.mu.Unlock()
+		if st == zk.StateConnected && g > gen {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-stop:
+			return false
+		case <-c.closing:
+			return false
+		}
+	}
+}
+
+func (c *Client) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// dispatch turns library session states into CONNECTED / SUSPENDED / LOST, in order, and
+// re-establishes owned ephemeral nodes on every new session before announcing it.
+func (c *Client) dispatch() {
+	defer c.wg.Done()
+	var sessionID int64
+	for {
+		st, ok := c.events.pop(c.closing)
+		if !ok {
+			return
+		}
+		switch st {
+		case gozk.StateHasSession:
+			id := c.conn.SessionID()
+			c.mu.Lock()
+			newSession := sessionID == 0 || id != sessionID || c.lost
+			c.mu.Unlock()
+			if newSession && sessionID != 0 {
+				c.setState(zk.StateLost, false) // the library switched sessions without an Expired event
+			}
+			if newSession {
+				sessionID = id
+				c.restoreOwned()
+			}
+			c.setState(zk.StateConnected, newSession)
+		case gozk.StateDisconnected:
+			c.setState(zk.StateSuspended, false)
+		case gozk.StateExpired:
+			c.setState(zk.StateLost, false)
+		}
+	}
+}
+
+// setState records st and calls the listeners when it changes. newSession bumps the generation
+// so re-arming watches know a new session is up.
+func (c *Client) setState(st zk.State, newSession bool) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	changed := st != c.state
+	if st == zk.StateSuspended && (c.state == zk.StateLost || c.state == 0) {
+		changed = false // nothing to suspend
+	}
+	if !changed && !newSession {
+		c.mu.Unlock()
+		return
+	}
+	if changed {
+		c.state = st
+	}
+	if st == zk.StateLost {
+		c.lost = true
+	}
+	if newSession {
+		c.gen++
+		c.lost = false
+	}
+	close(c.genCh)
+	c.genCh = make(chan struct{})
+	var ls []func(zk.State)
+	if changed {
+		for _, id := range sortedKeys(c.listeners) {
+			ls = append(ls, c.listeners[id])
+		}
+	}
+	c.mu.Unlock()
+	if changed {
+		c.log.Info("zookeeper connection state", "state", st.String())
+	}
+	for _, l := range ls {
+		l(st)
+	}
+}
+
+func sortedKeys(m map[int]func(zk.State)) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+// AddListener implements zk.Client.
+func (c *Client) AddListener(fn func(zk.State)) (remove func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.nextID
+	c.nextID++
+	c.listeners[id] = fn
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.listeners, id)
+	}
+}
+
+// State implements zk.Client.
+func (c *Client) State() zk.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return zk.StateLost
+	}
+	return c.state
+}
+
+// Close implements zk.Client: the session ends (its ephemeral nodes go) and every goroutine of the
+// client stops before Close returns.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.closing)
+		if c.conn != nil {
+			c.conn.Close()
+		}
+		c.wg.Wait()
+	})
+	return nil
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// eventQueue is an unbounded FIFO of session states.
+type eventQueue struct {
+	mu    sync.Mutex
+	items []gozk.State
+	ready chan struct{}
+}
+
+func newEventQueue() *eventQueue { return &eventQueue{ready: make(chan struct{}, 1)} }
+
+func (q *eventQueue) push(s gozk.State) {
+	q.mu.Lock()
+	q.items = append(q.items, s)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) pop(stop <-chan struct{}) (gozk.State, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			s := q.items[0]
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return s, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-stop:
+			return 0, false
+		}
+	}
+}
+
+var errStopped = errors.New("zkreal: stopped")
+
+// handshakeTimeout bounds the wait for a server's answer to a new connection: a third of the
+// session timeout, between 1 and 5 seconds (go-zookeeper alone would wait about 7 timeouts).
+func handshakeTimeout(session time.Duration) time.Duration {
+	return min(max(session/3, time.Second), 5*time.Second)
+}

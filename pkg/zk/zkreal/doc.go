@@ -1,0 +1,22 @@
+// Package zkreal implements zk.Client on github.com/go-zookeeper/zk and closes the gaps that
+// library leaves (its issues #90, #83, #153):
+//
+//   - Session events are drained continuously (an event callback feeding an unbounded queue) so none
+//     is dropped; the library's own event channel, which drops events when full, is not used.
+//   - Session expiry becomes an explicit LOST, then CONNECTED once the library has opened a new
+//     session (it does so silently); every DataWatch and ChildrenWatch is re-armed on the new
+//     session and delivers the current state once (event type NONE), so callers converge without
+//     restarting, like kazoo with allow_session_lost.
+//   - Ephemeral ownership (RegisterEphemeral): registered nodes are re-created on every new session.
+//     A node that exists but belongs to another session is deleted and re-created, never just
+//     overwritten (an overwritten node would still vanish when its old session expires).
+//   - Idempotent reads (Get, Exists, Children) are retried with backoff on connection loss; writes
+//     are not: a write that failed with a lost connection reports the ambiguity (ErrConnectionLoss,
+//     "outcome unknown") instead of guessing.
+//   - An optional chroot prefixes every path; digest auth is re-sent on every new connection.
+//   - Every goroutine stops on Close.
+//
+// The library's calls do not take a context: a call whose context ends returns at once with the
+// context's error, and the library call finishes in the background (bounded by its request
+// timeout).
+package zkreal

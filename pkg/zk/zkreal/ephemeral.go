@@ -1,0 +1,114 @@
+package zkreal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/monolith-go/monolith/pkg/zk"
+)
+
+// restoreTimeout bounds the re-creation of owned ephemeral nodes on a new session.
+const restoreTimeout = 30 * time.Second
+
+// RegisterEphemeral creates an ephemeral node this client owns: it is re-created on every new
+// session until Unregister. A node already there but owned by another session (a previous session
+// of this process that has not expired yet, say) is deleted and re-created, so it lives exactly as
+// long as this session; one owned by this session gets its data set.
+func (c *Client) RegisterEphemeral(ctx context.Context, path string, data []byte) error {
+	if err := zk.ValidatePath(path); err != nil {
+		return &zk.PathError{Op: "register_ephemeral", Path: path, Err: err}
+	}
+	c.mu.Lock()
+	c.owned[path] = append([]byte(nil), data...)
+	c.mu.Unlock()
+	return c.ensureEphemeral(ctx, path, data)
+}
+
+// Unregister stops re-creating path and deletes it.
+func (c *Client) Unregister(ctx context.Context, path string) error {
+	c.mu.Lock()
+	delete(c.owned, path)
+	c.mu.Unlock()
+	err := c.Delete(ctx, path, zk.DeleteOptions{})
+	if isNoNode(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *Client) ensureEphemeral(ctx context.Context, path string, data []byte) error {
+	full := c.full(path)
+	if parent := zk.Parent(path); parent != "/" {
+		if err := c.EnsurePath(ctx, parent); err != nil {
+			return err
+		}
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		err := c.call(ctx, func() error {
+			_, err := c.conn.Create(full, data, gozk.FlagEphemeral, c.opts.ACL)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, gozk.ErrNodeExists) {
+			return mapErr("register_ephemeral", path, err, true)
+		}
+		var st *gozk.Stat
+		err = c.call(ctx, func() error {
+			var err error
+			_, st, err = c.conn.Exists(full)
+			return err
+		})
+		if err != nil {
+			return mapErr("register_ephemeral", path, err, false)
+		}
+		if st == nil || st.Czxid == 0 {
+			continue // gone meanwhile: create again
+		}
+		if st.EphemeralOwner == c.conn.SessionID() {
+			return c.write(ctx, "register_ephemeral", path, func() error {
+				_, err := c.conn.Set(full, data, -1)
+				return err
+			})
+		}
+		// Someone else's node (or a persistent one): replace it so it dies with our session.
+		err = c.call(ctx, func() error { return c.conn.Delete(full, st.Version) })
+		if err != nil && !errors.Is(err, gozk.ErrNoNode) && !errors.Is(err, gozk.ErrBadVersion) {
+			return mapErr("register_ephemeral", path, err, true)
+		}
+	}
+	return &zk.PathError{Op: "register_ephemeral", Path: path, Err: fmt.Errorf("%w: node keeps being re-created by another session", zk.ErrNodeExists)}
+}
+
+// restoreOwned re-creates every registered node on a new session (called by the dispatcher before
+// it announces CONNECTED).
+func (c *Client) restoreOwned() {
+	c.mu.Lock()
+	owned := make(map[string][]byte, len(c.owned))
+	for p, d := range c.owned {
+		owned[p] = d
+	}
+	c.mu.Unlock()
+	if len(owned) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for p, d := range owned {
+		if err := c.ensureEphemeral(ctx, p, d); err != nil {
+			c.log.Error("re-creating an owned ephemeral node on the new session failed", "path", p, "err", err)
+		}
+	}
+}
