@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	gozk "github.com/go-zookeeper/zk"
+
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
@@ -288,4 +290,31 @@ func TestContextDeadline(t *testing.T) {
 		t.Fatalf("create with a 200ms deadline on a stopped server: %v after %v", err, time.Since(start))
 	}
 	srv.Start()
+}
+
+// TestDigestAuthSurvivesNewSession: credentials are re-sent on every connection, so a node only the
+// authenticated user may read stays readable after the session expires and a new one starts.
+func TestDigestAuthSurvivesNewSession(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithTickTime(200*time.Millisecond))
+	acl := gozk.DigestACL(gozk.PermAll, "agent", "secret")
+	c := connect(t, srv, Options{Auth: []Auth{{Scheme: "digest", Data: []byte("agent:secret")}}, ACL: acl})
+	anon := connect(t, srv, Options{})
+	ctx := tctx(t)
+	if _, err := c.Create(ctx, "/private", []byte("p"), zk.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := anon.Get(ctx, "/private"); err == nil {
+		t.Fatal("an unauthenticated client read a digest-protected node")
+	}
+	id, passwd := c.SessionID()
+	if err := srv.ExpireSession(id, passwd); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*sessionTimeout, "new session", func() bool {
+		nid, _ := c.SessionID()
+		return nid != id && c.State() == zk.StateConnected
+	})
+	if d, _, err := c.Get(ctx, "/private"); err != nil || string(d) != "p" {
+		t.Fatalf("read after a new session: %q %v", d, err)
+	}
 }
