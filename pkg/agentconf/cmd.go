@@ -20,15 +20,17 @@ func (c *AgentConfig) getenv(key string) string {
 
 // CmdAndPort builds the TF Serving command line for serverType ("" = the deploy type's own) and
 // returns it with the gRPC port it serves on. Flags, their order and values are the reference's.
-// configFile is the model server config file (write it first; the reference's fallback of generating
-// one lands with the TF Serving protos).
+// An empty configFile makes it write the model server config for serverType to a temporary file
+// first, as the reference does.
 func (c *AgentConfig) CmdAndPort(binary, serverType, configFile string) (string, int, error) {
 	st, err := c.Deploy.CompatServerType(serverType)
 	if err != nil {
 		return "", 0, err
 	}
 	if configFile == "" {
-		return "", 0, errkind.New(errkind.Value, "TF Serving command line: a model config file is required")
+		if configFile, err = c.writeModelServerConfig(st); err != nil {
+			return "", 0, err
+		}
 	}
 	flags := []string{"--model_config_file=" + configFile}
 	psm := c.getenv("TCE_PSM")

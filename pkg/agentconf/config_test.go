@@ -174,8 +174,26 @@ func TestCmdAndPortFloatAndOrder(t *testing.T) {
 	if _, _, err := c.CmdAndPort("tfs", ServerPS, "/m.cfg"); errkind.Of(err) != errkind.Precondition {
 		t.Errorf("ps on an entry deploy: %v, want Precondition", err)
 	}
-	if _, _, err := c.CmdAndPort("tfs", "", ""); errkind.Of(err) != errkind.Value {
-		t.Errorf("no config file: %v, want Value", err)
+	// Without a config file one is generated; it needs base_path.
+	if _, _, err := c.CmdAndPort("tfs", "", ""); errkind.Of(err) != errkind.Type {
+		t.Errorf("generated config without base_path: %v, want kind Type", err)
+	}
+	base := "/models"
+	c.BasePath = &base
+	cmd, _, err = c.CmdAndPort("tfs", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := strings.TrimPrefix(strings.Fields(cmd)[1], "--model_config_file=")
+	defer os.Remove(file)
+	gotText, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantConfig := "model_config_list {\n  config {\n    name: \"entry\"\n    base_path: \"/models/entry\"\n    model_platform: \"tensorflow\"\n" +
+		"    model_version_policy {\n      latest {\n        num_versions: 1\n      }\n    }\n  }\n}\n"
+	if string(gotText) != wantConfig {
+		t.Errorf("generated model config:\n%s\nwant:\n%s", gotText, wantConfig)
 	}
 }
 

@@ -35,6 +35,7 @@ func Register(r *harness.Registry) {
 		return agentconf.LocalIP(os.LookupEnv), nil
 	})
 	r.Register("os.path.isabs (patched by utils)", isAbs)
+	registerModelConfig(r)
 }
 
 // writeConf writes the case's file_content (placeholders <tmp> and <include> filled in) and returns its path.
