@@ -3,6 +3,7 @@ package adapters
 
 import (
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
+	"github.com/monolith-go/monolith/parity/adapters/tfsmonitor"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 )
@@ -12,5 +13,6 @@ import (
 // listed here; add one call per module as it is ported.
 func RegisterAll(r *harness.Registry) {
 	datadef.Register(r)
+	tfsmonitor.Register(r)
 	utils.Register(r)
 }

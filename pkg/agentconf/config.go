@@ -482,3 +482,13 @@ func optInt(p *int) string {
 	}
 	return strconv.Itoa(*p)
 }
+
+// LookupEnv reads the environment the config was built from (the process environment unless
+// Options.Env was given).
+func (c *AgentConfig) LookupEnv(key string) (string, bool) { return c.env(key) }
+
+// ParseInt reads an integer like Python's int(str): surrounding spaces, a sign and _ separators.
+func ParseInt(s string) (int64, error) {
+	n, err := pyInt(s)
+	return int64(n), err
+}

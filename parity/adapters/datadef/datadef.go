@@ -54,9 +54,26 @@ type record interface{ Serialize() []byte }
 // kwargs decodes the case's kwargs (the dataclass constructor arguments) into a record: the record
 // with its defaults is serialized, the kwargs merged over it, and the result deserialized.
 func fromKwargs(class string, in harness.Input) (record, error) {
-	var kw map[string]json.RawMessage
-	if err := in.Decode("kwargs", &kw); err != nil {
+	raw, err := in.Raw("kwargs")
+	if err != nil {
 		return nil, err
+	}
+	return recordFromKwargs(class, raw)
+}
+
+// PublishMetaFromKwargs builds PublishMeta(**kwargs) from a case's kwargs object.
+func PublishMetaFromKwargs(raw json.RawMessage) (datadef.PublishMeta, error) {
+	rec, err := recordFromKwargs("PublishMeta", raw)
+	if err != nil {
+		return datadef.PublishMeta{}, err
+	}
+	return rec.(datadef.PublishMeta), nil
+}
+
+func recordFromKwargs(class string, raw json.RawMessage) (record, error) {
+	var kw map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &kw); err != nil {
+		return nil, fmt.Errorf("kwargs: %w", err)
 	}
 	// Constructor arguments that are not JSON-shaped in the serialized form.
 	if class == "Event" {
@@ -79,10 +96,6 @@ func fromKwargs(class string, in harness.Input) (record, error) {
 		if err := enumName(kw, "ptype", map[string]int{"LOAD": 1, "UNLOAD": 2}); err != nil {
 			return nil, err
 		}
-	}
-	raw, err := in.Raw("kwargs")
-	if err != nil {
-		return nil, err
 	}
 	merged, err := mergeOrdered(raw, kw)
 	if err != nil {

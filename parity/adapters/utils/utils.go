@@ -147,9 +147,18 @@ func fromFile(c *harness.Ctx, in harness.Input) (any, error) {
 // newFromKwargs builds AgentConfig(**kwargs); platform_config_file defaults to a temp file, as the
 // goldens were recorded with.
 func newFromKwargs(c *harness.Ctx, in harness.Input) (*agentconf.AgentConfig, error) {
-	var kwargs map[string]json.RawMessage
-	if err := in.Decode("kwargs", &kwargs); err != nil {
+	raw, err := in.Raw("kwargs")
+	if err != nil {
 		return nil, err
+	}
+	return AgentConfigFromKwargs(c, raw)
+}
+
+// AgentConfigFromKwargs builds AgentConfig(**kwargs) from the kwargs object of a case.
+func AgentConfigFromKwargs(c *harness.Ctx, raw json.RawMessage) (*agentconf.AgentConfig, error) {
+	var kwargs map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &kwargs); err != nil {
+		return nil, fmt.Errorf("kwargs: %w", err)
 	}
 	fields := utilsspec.DefaultAgentConfig()
 	for name, raw := range kwargs {

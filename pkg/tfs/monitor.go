@@ -1,0 +1,170 @@
+// Package tfs drives TensorFlow Serving: the monitor (tfs_monitor.py) that turns publishes into
+// model server configs, reloads them and reads model status.
+package tfs
+
+import (
+	"path"
+	"strings"
+	"sync"
+
+	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
+	"github.com/monolith-go/monolith/pkg/agentconf"
+	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
+)
+
+// Monitor talks to the TF Serving processes of one agent (entry, PS and dense ports).
+type Monitor struct {
+	conf *agentconf.AgentConfig
+
+	mu   sync.Mutex
+	host string
+}
+
+// NewMonitor returns a monitor for conf.
+func NewMonitor(conf *agentconf.AgentConfig) *Monitor { return &Monitor{conf: conf} }
+
+// Host is the local IP the TF Serving processes listen on.
+func (m *Monitor) Host() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.host == "" || m.host == "localhost" || m.host == "127.0.0.1" {
+		m.host = agentconf.LocalIP(m.conf.LookupEnv)
+	}
+	return m.host
+}
+
+func isEntry(name string) bool { return strings.HasPrefix(name, agentconf.ServerEntry) }
+func isPS(name string) bool    { return strings.HasPrefix(name, agentconf.ServerPS) }
+func isDense(name string) bool { return strings.HasPrefix(name, agentconf.ServerDense) }
+
+func portStr(p *int) string {
+	if p == nil {
+		return "None"
+	}
+	return itoa(*p)
+}
+
+// Addr is host:port of the TF Serving that serves subModel. A sub model that this deploy type
+// does not serve is an error (kind Precondition).
+func (m *Monitor) Addr(subModel string) (string, error) {
+	c := m.conf
+	wrong := func() (string, error) {
+		return "", errkind.New(errkind.Precondition, "sub model %q is not served by deploy type %s", subModel, c.Deploy)
+	}
+	var port *int
+	switch c.Deploy {
+	case agentconf.DeployMixed:
+		switch {
+		case isEntry(subModel):
+			port = c.TFSEntryPort
+		case isPS(subModel):
+			port = c.TFSPSPort
+		default:
+			port = c.TFSDensePort
+		}
+	case agentconf.ServerEntry:
+		if !isEntry(subModel) {
+			return wrong()
+		}
+		port = c.TFSEntryPort
+	case agentconf.ServerPS:
+		if !isPS(subModel) {
+			return wrong()
+		}
+		port = c.TFSPSPort
+	case agentconf.ServerDense:
+		if !isDense(subModel) {
+			return wrong()
+		}
+		port = c.TFSDensePort
+	default:
+		return "", errkind.New(errkind.Runtime, "deploy_type %s is error", c.Deploy)
+	}
+	return m.Host() + ":" + portStr(port), nil
+}
+
+// ServiceType is the server type (entry, ps, dense) serving subModel under this deploy type, or ""
+// when it serves none.
+func (m *Monitor) ServiceType(subModel string) (string, error) {
+	switch m.conf.Deploy {
+	case agentconf.ServerEntry, agentconf.ServerPS, agentconf.ServerDense:
+		if strings.HasPrefix(subModel, string(m.conf.Deploy)) {
+			return string(m.conf.Deploy), nil
+		}
+		return "", nil
+	case agentconf.DeployMixed:
+		for _, t := range []string{agentconf.ServerEntry, agentconf.ServerPS, agentconf.ServerDense} {
+			if strings.HasPrefix(subModel, t) {
+				return t, nil
+			}
+		}
+		return "", nil
+	}
+	return "", errkind.New(errkind.Precondition, "deploy type %s has no TF Serving service types", m.conf.Deploy)
+}
+
+// isDenseNode: the sub model holding the dense part (entry unless dense runs alone).
+func (m *Monitor) isDenseNode(subModel string) bool {
+	return (!m.conf.DenseAlone && isEntry(subModel)) || (m.conf.DenseAlone && isDense(subModel))
+}
+
+// versionOf reads the version from a version path's last element (/base/ps_0/123 -> 123).
+func versionOf(versionPath string) (int64, error) {
+	base := path.Base(versionPath)
+	v, err := agentconf.ParseInt(base)
+	if err != nil {
+		return 0, errkind.New(errkind.Value, "version path %q: %q is not a version number", versionPath, base)
+	}
+	return v, nil
+}
+
+// GenModelConfig builds one ModelServerConfig per server type (entry, ps, dense) for the loaded
+// publishes: UNLOAD publishes and sub models this deploy type does not serve are skipped; dense
+// nodes follow the latest version unless fixDenseVersion, other sub models their exact version.
+func (m *Monitor) GenModelConfig(pms []datadef.PublishMeta, fixDenseVersion bool) (map[string]*servingconfig.ModelServerConfig, error) {
+	lists := map[string][]*servingconfig.ModelConfig{}
+	for _, pm := range pms {
+		if pm.PType == datadef.PublishUnload {
+			continue
+		}
+		name := "None"
+		if pm.ModelName != nil {
+			name = *pm.ModelName
+		}
+		for _, sm := range pm.SubModels {
+			st, err := m.ServiceType(sm.Name)
+			if err != nil {
+				return nil, err
+			}
+			if st == "" {
+				continue
+			}
+			policy, data := modelconfig.PolicySpecific, modelconfig.VersionData{}
+			if m.isDenseNode(sm.Name) && !fixDenseVersion {
+				policy, data = modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}
+			} else {
+				v, err := versionOf(sm.Path)
+				if err != nil {
+					return nil, err
+				}
+				data.N = v
+			}
+			mc, err := modelconfig.ModelConfig(name+":"+sm.Name, path.Dir(sm.Path), policy, data, nil)
+			if err != nil {
+				return nil, err
+			}
+			lists[st] = append(lists[st], mc)
+		}
+	}
+	out := map[string]*servingconfig.ModelServerConfig{}
+	for _, st := range []string{agentconf.ServerEntry, agentconf.ServerPS, agentconf.ServerDense} {
+		msc := &servingconfig.ModelServerConfig{}
+		if len(lists[st]) > 0 {
+			msc.Config = &servingconfig.ModelServerConfig_ModelConfigList{ModelConfigList: &servingconfig.ModelConfigList{Config: lists[st]}}
+		}
+		out[st] = msc
+	}
+	return out, nil
+}
