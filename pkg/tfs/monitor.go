@@ -1,11 +1,12 @@
 // Package tfs drives TensorFlow Serving: the monitor (tfs_monitor.py) that turns publishes into
-// model server configs, reloads them and reads model status.
+// model server configs, reloads them and reads model status over gRPC, every call with a deadline.
 package tfs
 
 import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/agentconf"
@@ -18,8 +19,15 @@ import (
 type Monitor struct {
 	conf *agentconf.AgentConfig
 
-	mu   sync.Mutex
-	host string
+	mu     sync.Mutex
+	host   string
+	pinned bool // host set by SetHost: never re-resolved
+
+	rpc rpcState
+
+	// StatusTimeout and ReloadTimeout bound each GetModelStatus and HandleReloadConfigRequest
+	// (defaults DefaultStatusTimeout, DefaultReloadTimeout).
+	StatusTimeout, ReloadTimeout time.Duration
 }
 
 // NewMonitor returns a monitor for conf.
@@ -29,10 +37,18 @@ func NewMonitor(conf *agentconf.AgentConfig) *Monitor { return &Monitor{conf: co
 func (m *Monitor) Host() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.host == "" || m.host == "localhost" || m.host == "127.0.0.1" {
+	if !m.pinned && (m.host == "" || m.host == "localhost" || m.host == "127.0.0.1") {
 		m.host = agentconf.LocalIP(m.conf.LookupEnv)
 	}
 	return m.host
+}
+
+// SetHost pins the address the TF Serving processes are reached at (tests, or a host whose own
+// address resolution is wrong); without it the local IP is used.
+func (m *Monitor) SetHost(host string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.host, m.pinned = host, true
 }
 
 func isEntry(name string) bool { return strings.HasPrefix(name, agentconf.ServerEntry) }
