@@ -3,6 +3,8 @@ package adapters
 
 import (
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
+	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
+	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
 	"github.com/monolith-go/monolith/parity/adapters/tfsmonitor"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
@@ -13,6 +15,8 @@ import (
 // listed here; add one call per module as it is ported.
 func RegisterAll(r *harness.Registry) {
 	datadef.Register(r)
+	mockedtfserving.Register(r)
+	modelmgr.Register(r)
 	tfsmonitor.Register(r)
 	utils.Register(r)
 }
