@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
+	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 )
 
 const twoModels = `model_config_list {
