@@ -14,7 +14,7 @@ import (
 var env = map[string]string{"MY_HOST_IP": "10.1.2.3", "PORT": "8001", "PORT2": "8002", "PORT3": "8003", "PORT4": "8004",
 	"PORT5": "8005", "PORT6": "8006", "PORT7": "8007", "PORT8": "8008", "PORT9": "8009", "PORT10": "8010"}
 
-func newMonitor(t *testing.T, conf string) *Monitor {
+func newMonitor(t testing.TB, conf string) *Monitor {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "agent.conf")
 	if err := os.WriteFile(p, []byte("bzid bz\nbase_name m\nbase_path /b\n"+conf), 0o644); err != nil {
