@@ -161,10 +161,7 @@ func (m *Monitor) PublishStatus(ctx context.Context, pm datadef.PublishMeta, fix
 
 func pickStatus(name string, resp *servingapis.GetModelStatusResponse, err error) *servingapis.ModelVersionStatus {
 	if err != nil {
-		s := status.Convert(err)
-		msg := s.Message()
-		// gRPC status codes and TensorFlow error codes share their numbers.
-		return &servingapis.ModelVersionStatus{State: servingapis.ModelVersionStatus_UNKNOWN, Status: modelconfig.Status(tfprotobuf.Code(s.Code()), &msg)}
+		return unknownStatus(err)
 	}
 	list := resp.GetModelVersionStatus()
 	if len(list) == 0 {
@@ -239,4 +236,12 @@ func (m *Monitor) AppliedConfig(serviceType string) *servingconfig.ModelServerCo
 		return proto.Clone(c).(*servingconfig.ModelServerConfig)
 	}
 	return nil
+}
+
+// unknownStatus is the UNKNOWN status standing for a failed GetModelStatus, with its gRPC code
+// (gRPC status codes and TensorFlow error codes share their numbers) and message.
+func unknownStatus(err error) *servingapis.ModelVersionStatus {
+	s := status.Convert(err)
+	msg := s.Message()
+	return &servingapis.ModelVersionStatus{State: servingapis.ModelVersionStatus_UNKNOWN, Status: modelconfig.Status(tfprotobuf.Code(s.Code()), &msg)}
 }

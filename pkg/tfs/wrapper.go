@@ -16,10 +16,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 
-	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
@@ -251,9 +249,7 @@ func (w *Wrapper) ListSavedModelsStatus(ctx context.Context) (map[string]*servin
 
 func newestAvailable(resp *servingapis.GetModelStatusResponse, err error) *servingapis.ModelVersionStatus {
 	if err != nil {
-		s := status.Convert(err)
-		msg := s.Message()
-		return &servingapis.ModelVersionStatus{State: servingapis.ModelVersionStatus_UNKNOWN, Status: modelconfig.Status(tfprotobuf.Code(s.Code()), &msg)}
+		return unknownStatus(err)
 	}
 	list := append([]*servingapis.ModelVersionStatus(nil), resp.GetModelVersionStatus()...)
 	if len(list) == 0 {
