@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -238,7 +239,33 @@ func Generate(ctx context.Context, cfg Config) error {
 	if err := run(ctx, cfg, cfg.Root, protoc, args...); err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
+	if err := checkHeaders(cfg.OutDir); err != nil {
+		return err
+	}
 	return writeBuildFiles(cfg.OutDir, module)
+}
+
+// generatedHeader must open every generated Go file (tools recognise generated code by it).
+var generatedHeader = regexp.MustCompile(`^// Code generated .* DO NOT EDIT\.\n`)
+
+// checkHeaders rejects a generated file that does not start with the header: protoc-gen-go puts a
+// comment written above a .proto's syntax line before it, so such comments must follow the
+// go_package option instead.
+func checkHeaders(dir string) error {
+	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("generate: %w", err)
+		}
+		if !generatedHeader.Match(b) {
+			rel, _ := filepath.Rel(dir, p)
+			return fmt.Errorf("generate: %s does not start with the \"// Code generated ... DO NOT EDIT.\" header; move the comment above the .proto's syntax line below its go_package option", rel)
+		}
+		return nil
+	})
 }
 
 // absPath makes p absolute, so protoc finds the plugin whatever its working directory.
