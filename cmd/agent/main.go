@@ -96,14 +96,7 @@ func describe(c cli, w io.Writer) error {
 		fmt.Fprintf(w, "%s = %s\n", s.Name, s.Value)
 	}
 	fmt.Fprintln(w, "\n[TF Serving command lines]")
-	types := []string{""}
-	if cfg.Deploy == agentconf.DeployMixed {
-		types = []string{agentconf.ServerEntry, agentconf.ServerPS}
-		if cfg.DenseAlone {
-			types = append(types, agentconf.ServerDense)
-		}
-	}
-	for _, st := range types {
+	for _, st := range cfg.ServerTypes() {
 		cmd, port, err := cfg.CmdAndPort("tensorflow_model_server", st, "<model_config_file>")
 		if err != nil {
 			return err

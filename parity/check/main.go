@@ -20,7 +20,6 @@ import (
 
 	"github.com/monolith-go/monolith/parity/adapters"
 	"github.com/monolith-go/monolith/parity/harness"
-	"github.com/monolith-go/monolith/tools/specgen/spec"
 )
 
 func main() {
@@ -60,7 +59,7 @@ func runWith(args []string, stdout, stderr io.Writer, register func(*harness.Reg
 }
 
 func check(o *options, stdout, stderr io.Writer, register func(*harness.Registry)) (int, error) {
-	policy, err := loadPolicy(o.specs, stderr)
+	policy, specs, err := loadPolicy(o.specs, stderr)
 	if err != nil {
 		return 0, err
 	}
@@ -77,10 +76,6 @@ func check(o *options, stdout, stderr io.Writer, register func(*harness.Registry
 	register(reg)
 	s := harness.RunWithOptions(cases, reg, policy, stdout, harness.Options{Verbose: o.verbose})
 	if o.report != "" {
-		specs, err := spec.LoadDir(o.specs)
-		if err != nil {
-			return 0, fmt.Errorf("report: %w", err)
-		}
 		if err := os.WriteFile(o.report, []byte(renderReport(specs, s)), 0o644); err != nil {
 			return 0, fmt.Errorf("report: %w", err)
 		}

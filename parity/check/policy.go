@@ -12,22 +12,24 @@ import (
 	"github.com/monolith-go/monolith/tools/specgen/spec"
 )
 
-// loadPolicy builds the harness policy from the specs under dir. A directory without specs yet
+// loadPolicy builds the harness policy from the specs under dir, and returns the specs too. A directory without specs yet
 // gives an empty policy (with a warning): early in the port nothing is declared.
-func loadPolicy(dir string, stderr io.Writer) (harness.Policy, error) {
+func loadPolicy(dir string, stderr io.Writer) (harness.Policy, []*spec.Spec, error) {
 	has, err := hasSpecs(dir)
 	if err != nil {
-		return harness.Policy{}, err
+		return harness.Policy{}, nil, err
 	}
 	if !has {
 		fmt.Fprintf(stderr, "check: warning: no specs (*.yaml) under %s; no declarations or exact messages apply\n", dir)
-		return policyFromSpecs(nil)
+		p, err := policyFromSpecs(nil)
+		return p, nil, err
 	}
 	specs, err := spec.LoadDir(dir)
 	if err != nil {
-		return harness.Policy{}, fmt.Errorf("load specs: %w", err)
+		return harness.Policy{}, nil, fmt.Errorf("load specs: %w", err)
 	}
-	return policyFromSpecs(specs)
+	p, err := policyFromSpecs(specs)
+	return p, specs, err
 }
 
 func hasSpecs(dir string) (bool, error) {

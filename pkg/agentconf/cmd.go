@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/gen/spec/agent_service/utils"
-	"github.com/monolith-go/monolith/gen/spec/fieldspec"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
@@ -58,41 +57,37 @@ func (c *AgentConfig) CmdAndPort(binary, serverType, configFile string) (string,
 	var port *int
 	switch st {
 	case ServerPS:
-		flags = append(flags, "--port="+optInt(c.TFSPSPort), "--rest_api_port="+optInt(c.TFSPSHTTPPort), "--archon_port="+optInt(c.TFSPSArchonPort))
+		flags = append(flags, "--port="+pyfmt.OptInt(c.TFSPSPort), "--rest_api_port="+pyfmt.OptInt(c.TFSPSHTTPPort), "--archon_port="+pyfmt.OptInt(c.TFSPSArchonPort))
 		port = c.TFSPSPort
 	case ServerDense:
-		flags = append(flags, "--port="+optInt(c.TFSDensePort), "--rest_api_port="+optInt(c.TFSDenseHTTPPort), "--archon_port="+optInt(c.TFSDenseArchonPort))
+		flags = append(flags, "--port="+pyfmt.OptInt(c.TFSDensePort), "--rest_api_port="+pyfmt.OptInt(c.TFSDenseHTTPPort), "--archon_port="+pyfmt.OptInt(c.TFSDenseArchonPort))
 		if c.EnableBatching {
 			flags = append(flags, "--enable_batching=true")
 		}
 		entryToPS()
 		port = c.TFSDensePort
 	default:
-		flags = append(flags, "--port="+optInt(c.TFSEntryPort), "--rest_api_port="+optInt(c.TFSEntryHTTPPort), "--archon_port="+optInt(c.TFSEntryArchonPort))
+		flags = append(flags, "--port="+pyfmt.OptInt(c.TFSEntryPort), "--rest_api_port="+pyfmt.OptInt(c.TFSEntryHTTPPort), "--archon_port="+pyfmt.OptInt(c.TFSEntryArchonPort))
 		entryToPS()
 		port = c.TFSEntryPort
 	}
 	if c.AgentVersion != 1 {
 		flags = append(flags, "--model_config_file_poll_wait_seconds=0")
 	}
-	defaults := utilsspec.DefaultTfServingConfig()
-	for i := range utilsspec.TfServingConfigFields {
-		f := &utilsspec.TfServingConfigFields[i]
-		value, _ := c.TfServingConfig.Get(f.Name)
-		def, _ := defaults.Get(f.Name)
-		if f.Name == "file_system_poll_wait_seconds" {
+	for _, o := range TFSOptions(&c.TfServingConfig) {
+		if o.Name == "file_system_poll_wait_seconds" {
 			// Agent v1 gives PS its own poll interval; later versions leave polling to the agent.
 			if c.AgentVersion == 1 {
 				if st == ServerPS {
 					flags = append(flags, "--file_system_poll_wait_seconds="+strconv.Itoa(c.FileSystemPollWaitSecondsPS))
-				} else if !reflect.DeepEqual(value, def) {
-					flags = append(flags, "--file_system_poll_wait_seconds="+pyValue(f, value))
+				} else if !o.Default {
+					flags = append(flags, o.Flag())
 				}
 			}
 			continue
 		}
-		if !reflect.DeepEqual(value, def) {
-			flags = append(flags, "--"+f.Name+"="+pyValue(f, value))
+		if !o.Default {
+			flags = append(flags, o.Flag())
 		}
 	}
 	if port == nil {
@@ -107,21 +102,42 @@ func (c *AgentConfig) Cmd(binary, serverType, configFile string) (string, error)
 	return cmd, err
 }
 
-// pyValue formats a TF Serving flag value as the reference's f-string does (bools lower case).
-func pyValue(f *fieldspec.Field, v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		return strings.ToLower(pyfmt.Bool(x))
-	case float64:
-		return pyfmt.Float(x)
-	case int:
-		return strconv.Itoa(x)
-	case string:
-		return x
+// TFSOption is one TF Serving option of a TfServingConfig.
+type TFSOption struct {
+	Name  string
+	Value any // nil for an unset optional value
+	// Default is true when Value is the option's default (the reference passes only the others).
+	Default bool
+}
+
+// TFSOptions lists cfg's TF Serving options in declaration order, the order of their flags.
+func TFSOptions(cfg *utilsspec.TfServingConfig) []TFSOption {
+	defaults := utilsspec.DefaultTfServingConfig()
+	out := make([]TFSOption, 0, len(utilsspec.TfServingConfigFields))
+	for i := range utilsspec.TfServingConfigFields {
+		name := utilsspec.TfServingConfigFields[i].Name
+		v, _ := cfg.Get(name)
+		d, _ := defaults.Get(name)
+		out = append(out, TFSOption{Name: name, Value: v, Default: reflect.DeepEqual(v, d)})
 	}
-	return fmt.Sprint(v)
+	return out
+}
+
+// Flag is "--name=value", the value formatted as the reference's f-string does (bools lower case,
+// floats as Python prints them).
+func (o TFSOption) Flag() string {
+	var v string
+	switch x := o.Value.(type) {
+	case nil:
+		v = "None"
+	case bool:
+		v = strings.ToLower(pyfmt.Bool(x))
+	case float64:
+		v = pyfmt.Float(x)
+	default:
+		v = fmt.Sprint(x)
+	}
+	return "--" + o.Name + "=" + v
 }
 
 // ServerSchedule lists what this host runs for serverType: the PS indices i with

@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	"github.com/monolith-go/monolith/gen/spec/fieldspec"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
 // TFSHome is where TF Serving is installed on serving hosts.
@@ -78,7 +78,13 @@ func New(fields utilsspec.AgentConfig, opts Options) (*AgentConfig, error) {
 		c.ZKServers = &zk
 	}
 	if err := c.AgentConfig.Validate(); err != nil {
-		return nil, &fieldError{field: validatedField(err), err: errkind.Wrap(errkind.Precondition, err)}
+		var fe *fieldspec.FieldError
+		errors.As(err, &fe) // the generated Validate names the field
+		field := ""
+		if fe != nil {
+			field = fe.Field
+		}
+		return nil, &fieldError{field: field, err: errkind.Wrap(errkind.Precondition, err)}
 	}
 	if c.StandAloneServing {
 		c.Deploy = DeployMixed
@@ -125,12 +131,6 @@ func New(fields utilsspec.AgentConfig, opts Options) (*AgentConfig, error) {
 		c.PlatformConfigFile = &p
 	}
 	return c, nil
-}
-
-// validatedField extracts the field name the generated Validate puts first in its message.
-func validatedField(err error) string {
-	name, _, _ := strings.Cut(err.Error(), ":")
-	return name
 }
 
 func envInt(env LookupEnv, key string, def int) (int, error) {
@@ -321,20 +321,13 @@ func (c *AgentConfig) LayoutPath() (string, error) {
 	return "/" + *c.Bzid + "/layouts/" + *c.LayoutPattern, nil
 }
 
-func pyStr(p *string) string {
-	if p == nil {
-		return "None"
-	}
-	return *p
-}
-
 // ContainerCluster is "{TCE_PSM};{idc};{cluster}" ("unknown" and "None" for the unset parts).
 func (c *AgentConfig) ContainerCluster() string {
 	psm, ok := c.env("TCE_PSM")
 	if !ok {
 		psm = "unknown"
 	}
-	return psm + ";" + pyStr(c.IDC()) + ";" + pyStr(c.Cluster())
+	return psm + ";" + pyfmt.OptStr(c.IDC()) + ";" + pyfmt.OptStr(c.Cluster())
 }
 
 // ContainerID is MY_POD_NAME, else the local IP.
@@ -473,14 +466,6 @@ func (p pyConverter) Convert(f *fieldspec.Field, raw fieldspec.RawValue) (any, e
 		return v, nil
 	}
 	return nil, bad("unsupported field type %s", f.Type)
-}
-
-// String values of optional ints for printing.
-func optInt(p *int) string {
-	if p == nil {
-		return "None"
-	}
-	return strconv.Itoa(*p)
 }
 
 // LookupEnv reads the environment the config was built from (the process environment unless

@@ -25,31 +25,22 @@ func (c *AgentConfig) Settings() []Setting {
 	for i := range utilsspec.AgentConfigFields {
 		f := &utilsspec.AgentConfigFields[i]
 		v, _ := c.AgentConfig.Get(f.Name)
-		out = append(out, Setting{Name: f.Name, Value: pyRepr(v)})
+		out = append(out, Setting{Name: f.Name, Value: pyfmt.Repr(v)})
 	}
 	return out
 }
 
-func pyRepr(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		return pyfmt.Bool(x)
-	case int:
-		return strconv.Itoa(x)
-	case float64:
-		return pyfmt.Float(x)
-	case string:
-		return "'" + strings.ReplaceAll(x, "'", `\'`) + "'"
-	case []string:
-		var items []string
-		for _, s := range x {
-			items = append(items, pyRepr(s))
-		}
-		return "[" + strings.Join(items, ", ") + "]"
+// ServerTypes lists the TF Serving server types this host runs: entry and ps (and dense when it
+// runs alone) under mixed, else one "" meaning the deploy type's own.
+func (c *AgentConfig) ServerTypes() []string {
+	if c.Deploy != DeployMixed {
+		return []string{""}
 	}
-	return fmt.Sprint(v)
+	types := []string{ServerEntry, ServerPS}
+	if c.DenseAlone {
+		types = append(types, ServerDense)
+	}
+	return types
 }
 
 // Properties lists the derived values (the reference's properties) with errors spelled out.
@@ -69,9 +60,9 @@ func (c *AgentConfig) Properties() []Setting {
 	return []Setting{
 		{"num_tce_shard", num(c.NumTCEShard())},
 		{"shard_id", num(c.ShardID())},
-		{"idc", pyStr(c.IDC())},
-		{"cluster", pyStr(c.Cluster())},
-		{"location", pyStr(c.Location())},
+		{"idc", pyfmt.OptStr(c.IDC())},
+		{"cluster", pyfmt.OptStr(c.Cluster())},
+		{"location", pyfmt.OptStr(c.Location())},
 		{"path_prefix", str(c.PathPrefix())},
 		{"layout_path", str(c.LayoutPath())},
 		{"container_cluster", c.ContainerCluster()},
@@ -136,13 +127,7 @@ func GoldenAgentConfig(in []byte) ([]byte, error) {
 		fmt.Fprintf(&b, "%s = %s\n", s.Name, s.Value)
 	}
 	b.WriteString("\n[commands]\n")
-	types := []string{""}
-	if c.Deploy == DeployMixed {
-		types = []string{ServerEntry, ServerPS}
-		if c.DenseAlone {
-			types = append(types, ServerDense)
-		}
-	}
+	types := c.ServerTypes()
 	sort.Strings(types)
 	for _, st := range types {
 		cmd, port, err := c.CmdAndPort("tensorflow_model_server", st, "/tmp/model.cfg")

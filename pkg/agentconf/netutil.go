@@ -91,19 +91,7 @@ func LocalIP(env LookupEnv) string {
 	usable := func(ip string) bool { return ip != "" && ip != "localhost" && ip != "127.0.0.1" }
 	ip, ok := env("MY_HOST_IP")
 	if !ok {
-		if host, err := os.Hostname(); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-			cancel()
-			if err == nil {
-				for _, a := range addrs {
-					if v4 := a.IP.To4(); v4 != nil {
-						ip = v4.String()
-						break
-					}
-				}
-			}
-		}
+		ip = hostIPv4()
 	}
 	if usable(ip) {
 		return ip
@@ -132,22 +120,27 @@ func IsIPv6Only(env LookupEnv) bool {
 		}
 		return v == ""
 	}
+	return hostIPv4() == ""
+}
+
+// hostIPv4 is the first IPv4 address the host name resolves to (socket.gethostbyname), or "".
+func hostIPv4() string {
 	host, err := os.Hostname()
 	if err != nil {
-		return true
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
 	if err != nil {
-		return true
+		return ""
 	}
 	for _, a := range addrs {
-		if a.IP.To4() != nil {
-			return false
+		if v4 := a.IP.To4(); v4 != nil {
+			return v4.String()
 		}
 	}
-	return true
+	return ""
 }
 
 // UpdateZKServers rejects IPv4 ZooKeeper addresses on an IPv6-only host. (The reference swaps in its

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
 // ModelState is TF Serving's ModelVersionStatus.State.
@@ -98,21 +99,6 @@ func ParseEventType(n int) (EventType, error) {
 	return EventType(n), nil
 }
 
-// pyStr is how an f-string prints an optional string.
-func pyStr(s *string) string {
-	if s == nil {
-		return "None"
-	}
-	return *s
-}
-
-func pyInt(n *int) string {
-	if n == nil {
-		return "None"
-	}
-	return strconv.Itoa(*n)
-}
-
 // joinPath joins like os.path.join(base, name): an absolute name replaces base.
 func joinPath(base, name string) string {
 	switch {
@@ -192,7 +178,7 @@ func NewResourceSpec() ResourceSpec { return ResourceSpec{CPU: -1, Network: -1, 
 
 // Path is base_path/{shard_id}:{replica_id} (None for unset ids, as the reference prints them).
 func (r ResourceSpec) Path(base string) string {
-	return joinPath(base, pyInt(r.ShardID)+":"+pyInt(r.ReplicaID))
+	return joinPath(base, pyfmt.OptInt(r.ShardID)+":"+pyfmt.OptInt(r.ReplicaID))
 }
 
 // Serialize writes the reference's JSON bytes (floats always with a fraction).
@@ -245,7 +231,7 @@ func NewPublishMeta() PublishMeta {
 
 // Path is base_path/{shard_id}:{replica_id}:{model_name}.
 func (p PublishMeta) Path(base string) string {
-	return joinPath(base, pyInt(p.ShardID)+":"+strconv.Itoa(p.ReplicaID)+":"+pyStr(p.ModelName))
+	return joinPath(base, pyfmt.OptInt(p.ShardID)+":"+strconv.Itoa(p.ReplicaID)+":"+pyfmt.OptStr(p.ModelName))
 }
 
 // Serialize writes the reference's JSON bytes.
@@ -378,7 +364,7 @@ func (r ReplicaMeta) Path(bzid, sep string) (string, error) {
 		return "", errkind.New(errkind.Type, "ReplicaMeta.get_path: model_name is not set")
 	}
 	return strings.Join([]string{"", bzid, "service", *r.ModelName,
-		pyStr(r.ServerType) + ":" + strconv.Itoa(r.Task), strconv.Itoa(r.Replica)}, sep), nil
+		pyfmt.OptStr(r.ServerType) + ":" + strconv.Itoa(r.Task), strconv.Itoa(r.Replica)}, sep), nil
 }
 
 // Address families for ReplicaMeta.Address.
@@ -462,7 +448,3 @@ func DeserializeEvent(b []byte) (Event, error) {
 	e.EType, err = ParseEventType(etype)
 	return e, err
 }
-
-// String helpers for callers that print records.
-func (m ModelMeta) String() string   { return string(m.Serialize()) }
-func (r ReplicaMeta) String() string { return string(r.Serialize()) }

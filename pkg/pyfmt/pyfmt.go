@@ -68,3 +68,19 @@ func Bool(b bool) string {
 	}
 	return "False"
 }
+
+// OptStr formats an optional string as an f-string does: None when unset.
+func OptStr(s *string) string {
+	if s == nil {
+		return "None"
+	}
+	return *s
+}
+
+// OptInt formats an optional int as an f-string does: None when unset.
+func OptInt(n *int) string {
+	if n == nil {
+		return "None"
+	}
+	return strconv.Itoa(*n)
+}

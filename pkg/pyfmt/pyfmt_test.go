@@ -78,3 +78,32 @@ func TestBytesRepr(t *testing.T) {
 		}
 	}
 }
+
+func TestOptional(t *testing.T) {
+	s, n := "x", 7
+	tests := []struct{ got, want string }{
+		{OptStr(nil), "None"}, {OptStr(&s), "x"}, {OptInt(nil), "None"}, {OptInt(&n), "7"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestRepr(t *testing.T) {
+	// Expected values are Python 3 repr() outputs.
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{nil, "None"}, {true, "True"}, {3, "3"}, {int64(-2), "-2"}, {0.5, "0.5"},
+		{"a'b", `"a'b"`}, {`a'"b`, `'a\'"b'`}, {"t\tn\n\x01é", `'t\tn\n\x01é'`},
+		{[]string{"x", "y"}, "['x', 'y']"}, {[]int64{1, 2}, "[1, 2]"},
+	}
+	for _, tc := range tests {
+		if got := Repr(tc.in); got != tc.want {
+			t.Errorf("Repr(%#v) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
 // Monitor talks to the TF Serving processes of one agent (entry, PS and dense ports).
@@ -55,13 +56,6 @@ func isEntry(name string) bool { return strings.HasPrefix(name, agentconf.Server
 func isPS(name string) bool    { return strings.HasPrefix(name, agentconf.ServerPS) }
 func isDense(name string) bool { return strings.HasPrefix(name, agentconf.ServerDense) }
 
-func portStr(p *int) string {
-	if p == nil {
-		return "None"
-	}
-	return itoa(*p)
-}
-
 // Addr is host:port of the TF Serving that serves subModel. A sub model that this deploy type
 // does not serve is an error (kind Precondition).
 func (m *Monitor) Addr(subModel string) (string, error) {
@@ -98,7 +92,7 @@ func (m *Monitor) Addr(subModel string) (string, error) {
 	default:
 		return "", errkind.New(errkind.Runtime, "deploy_type %s is error", c.Deploy)
 	}
-	return m.Host() + ":" + portStr(port), nil
+	return m.Host() + ":" + pyfmt.OptInt(port), nil
 }
 
 // ServiceType is the server type (entry, ps, dense) serving subModel under this deploy type, or ""
@@ -145,33 +139,24 @@ func (m *Monitor) GenModelConfig(pms []datadef.PublishMeta, fixDenseVersion bool
 		if pm.PType == datadef.PublishUnload {
 			continue
 		}
-		name := "None"
-		if pm.ModelName != nil {
-			name = *pm.ModelName
+		served, err := m.served(pm)
+		if err != nil {
+			return nil, err
 		}
-		for _, sm := range pm.SubModels {
-			st, err := m.ServiceType(sm.Name)
+		for _, sv := range served {
+			v, err := m.pinnedVersion(sv.SubModel, fixDenseVersion)
 			if err != nil {
 				return nil, err
 			}
-			if st == "" {
-				continue
+			policy, data := modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}
+			if v != nil {
+				policy, data = modelconfig.PolicySpecific, modelconfig.VersionData{N: *v}
 			}
-			policy, data := modelconfig.PolicySpecific, modelconfig.VersionData{}
-			if m.isDenseNode(sm.Name) && !fixDenseVersion {
-				policy, data = modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}
-			} else {
-				v, err := versionOf(sm.Path)
-				if err != nil {
-					return nil, err
-				}
-				data.N = v
-			}
-			mc, err := modelconfig.ModelConfig(name+":"+sm.Name, path.Dir(sm.Path), policy, data, nil)
+			mc, err := modelconfig.ModelConfig(sv.TFSName, path.Dir(sv.Path), policy, data, nil)
 			if err != nil {
 				return nil, err
 			}
-			lists[st] = append(lists[st], mc)
+			lists[sv.ServiceType] = append(lists[sv.ServiceType], mc)
 		}
 	}
 	out := map[string]*servingconfig.ModelServerConfig{}
@@ -183,4 +168,40 @@ func (m *Monitor) GenModelConfig(pms []datadef.PublishMeta, fixDenseVersion bool
 		out[st] = msc
 	}
 	return out, nil
+}
+
+// servedSubModel is a sub model of a publish that one of this host's TF Servings serves.
+type servedSubModel struct {
+	datadef.SubModel
+	TFSName     string // {model}:{sub model}
+	ServiceType string
+}
+
+// served lists pm's sub models this deploy type serves, in publish order.
+func (m *Monitor) served(pm datadef.PublishMeta) ([]servedSubModel, error) {
+	model := pyfmt.OptStr(pm.ModelName)
+	var out []servedSubModel
+	for _, sm := range pm.SubModels {
+		st, err := m.ServiceType(sm.Name)
+		if err != nil {
+			return nil, err
+		}
+		if st != "" {
+			out = append(out, servedSubModel{SubModel: sm, TFSName: model + ":" + sm.Name, ServiceType: st})
+		}
+	}
+	return out, nil
+}
+
+// pinnedVersion is the version a sub model is served at: the one in its path, except for dense
+// nodes, which follow the latest version (nil) unless fixDenseVersion.
+func (m *Monitor) pinnedVersion(sm datadef.SubModel, fixDenseVersion bool) (*int64, error) {
+	if m.isDenseNode(sm.Name) && !fixDenseVersion {
+		return nil, nil
+	}
+	v, err := versionOf(sm.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
 }

@@ -125,36 +125,25 @@ type SubModelStatus struct {
 // reports none; UNKNOWN with the gRPC code when the call fails. Dense nodes are asked for any
 // version unless fixDenseVersion, other sub models for the version in their path.
 func (m *Monitor) PublishStatus(ctx context.Context, pm datadef.PublishMeta, fixDenseVersion bool) (map[string]SubModelStatus, error) {
-	out := map[string]SubModelStatus{}
-	model := "None"
-	if pm.ModelName != nil {
-		model = *pm.ModelName
+	served, err := m.served(pm)
+	if err != nil {
+		return nil, err
 	}
-	for _, sm := range pm.SubModels {
-		st, err := m.ServiceType(sm.Name)
+	out := map[string]SubModelStatus{}
+	for _, sv := range served {
+		v, err := m.pinnedVersion(sv.SubModel, fixDenseVersion)
 		if err != nil {
 			return nil, err
 		}
-		if st == "" {
-			continue
-		}
-		name := model + ":" + sm.Name
-		var v modelconfig.Version
-		if fixDenseVersion || !m.isDenseNode(sm.Name) {
-			n, err := versionOf(sm.Path)
-			if err != nil {
-				return nil, err
-			}
-			v.Number = &n
-		}
-		svc, err := m.service(st)
+		svc, err := m.service(sv.ServiceType)
 		if err != nil {
 			return nil, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout(m.StatusTimeout, DefaultStatusTimeout))
-		resp, err := svc.model.GetModelStatus(cctx, &servingapis.GetModelStatusRequest{ModelSpec: modelconfig.ModelSpec(name, v, nil)})
+		resp, err := svc.model.GetModelStatus(cctx, &servingapis.GetModelStatusRequest{
+			ModelSpec: modelconfig.ModelSpec(sv.TFSName, modelconfig.Version{Number: v}, nil)})
 		cancel()
-		out[name] = SubModelStatus{VersionPath: sm.Path, Status: pickStatus(name, resp, err)}
+		out[sv.TFSName] = SubModelStatus{VersionPath: sv.Path, Status: pickStatus(sv.TFSName, resp, err)}
 	}
 	return out, nil
 }

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,9 +19,9 @@ import (
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
-	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
 // Process is a TF Serving process the agent runs: the real one (Wrapper) or a stand-in for tests
@@ -99,34 +97,15 @@ func (w *Wrapper) Command() []string {
 		args = append(args, fmt.Sprintf("--archon_entry_to_ps_rpc_timeout=%d", c.FetchPSTimeoutMs))
 	}
 	args = append(args, "--conf_file=conf/service.conf", "--log_conf=conf/log4j.properties")
-	defaults := utilsspec.DefaultTfServingConfig()
-	for i := range utilsspec.TfServingConfigFields {
-		f := &utilsspec.TfServingConfigFields[i]
-		v, _ := c.TFS.Get(f.Name)
-		d, _ := defaults.Get(f.Name)
-		if f.Name == "platform_config_file" {
-			if v == nil {
-				args = append(args, "--platform_config_file=conf/platform_config_file.cfg")
-			} else {
-				args = append(args, fmt.Sprintf("--platform_config_file=%v", v))
-			}
-			continue
-		}
-		if !reflect.DeepEqual(v, d) {
-			args = append(args, "--"+f.Name+"="+flagValue(v))
+	for _, o := range agentconf.TFSOptions(&c.TFS) {
+		switch {
+		case o.Name == "platform_config_file" && o.Value == nil:
+			args = append(args, "--platform_config_file=conf/platform_config_file.cfg")
+		case o.Name == "platform_config_file" || !o.Default:
+			args = append(args, o.Flag())
 		}
 	}
 	return args
-}
-
-func flagValue(v any) string {
-	switch x := v.(type) {
-	case bool:
-		return strings.ToLower(pyfmt.Bool(x))
-	case float64:
-		return pyfmt.Float(x)
-	}
-	return fmt.Sprint(v)
 }
 
 // Start runs the process with its output in LogFile and opens a channel to its gRPC port.

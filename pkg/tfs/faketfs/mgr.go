@@ -13,6 +13,7 @@ import (
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
 // State is a model version's state (the reference's ModelState).
@@ -211,7 +212,7 @@ func (m *ModelMgr) removeLocked(names []string) error {
 	for _, name := range names {
 		model, ok := m.models[name]
 		if !ok {
-			return errkind.New(errkind.NotFound, "%s", pyStrRepr(name))
+			return errkind.New(errkind.NotFound, "%s", pyfmt.StrRepr(name))
 		}
 		model.unloading = true
 		m.log.Info("start remove the model", "model", name)
@@ -324,7 +325,7 @@ func (m *ModelMgr) Metadata(spec *servingapis.ModelSpec, fields []string) (map[s
 	defer m.mu.Unlock()
 	model, ok := m.models[spec.GetName()]
 	if !ok {
-		return nil, errkind.New(errkind.NotFound, "%s", pyStrRepr(spec.GetName()))
+		return nil, errkind.New(errkind.NotFound, "%s", pyfmt.StrRepr(spec.GetName()))
 	}
 	c := &model.conf
 	for _, f := range fields {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -246,7 +248,7 @@ func (c *Client) setState(st zk.State, newSession bool) {
 	c.genCh = make(chan struct{})
 	var ls []func(zk.State)
 	if changed {
-		for _, id := range sortedKeys(c.listeners) {
+		for _, id := range slices.Sorted(maps.Keys(c.listeners)) {
 			ls = append(ls, c.listeners[id])
 		}
 	}
@@ -257,19 +259,6 @@ func (c *Client) setState(st zk.State, newSession bool) {
 	for _, l := range ls {
 		l(st)
 	}
-}
-
-func sortedKeys(m map[int]func(zk.State)) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
 }
 
 // AddListener implements zk.Client.

@@ -2,6 +2,7 @@ package zkreal
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 
@@ -170,7 +171,7 @@ func (c *Client) Delete(ctx context.Context, path string, opts zk.DeleteOptions)
 	return c.write(ctx, "delete", path, func() error { return c.conn.Delete(c.full(path), version) })
 }
 
-func isNoNode(err error) bool { return err != nil && errorsIs(err, zk.ErrNoNode) }
+func isNoNode(err error) bool { return err != nil && errors.Is(err, zk.ErrNoNode) }
 
 // Exists implements zk.Client.
 func (c *Client) Exists(ctx context.Context, path string) (*zk.Stat, error) {
@@ -239,7 +240,7 @@ func (c *Client) ensureFull(ctx context.Context, full string) error {
 		_, err := c.conn.Create(full, nil, 0, c.opts.ACL)
 		return err
 	})
-	if err != nil && !errorsIs(err, gozk.ErrNodeExists) {
+	if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
 		return mapErr("ensure_path", c.rel(full), err, true)
 	}
 	return nil

@@ -78,9 +78,12 @@ func allFields(s *spec.Spec, c *spec.Config) []*spec.Field {
 func renderConfigs(s *spec.Spec, pkg string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
-	fmt.Fprintf(&b, "\npackage %s\n\nimport (\n\t\"fmt\"\n\t\"strings\"\n\n\t\"%s/gen/spec/fieldspec\"\n)\n\n", pkg, ModulePath)
+	stringsImport := ""
+	if usesOneOf(s) {
+		stringsImport = "\t\"strings\"\n"
+	}
+	fmt.Fprintf(&b, "\npackage %s\n\nimport (\n\t\"fmt\"\n%s\n\t\"%s/gen/spec/fieldspec\"\n)\n\n", pkg, stringsImport, ModulePath)
 	b.WriteString("func ptr[T any](v T) *T { return &v }\n\n")
-	b.WriteString("var _ = strings.EqualFold\n\n")
 	for i := range s.Configs {
 		c := &s.Configs[i]
 		if err := renderConfig(&b, s, c); err != nil {
@@ -230,7 +233,7 @@ func (c *%[1]s) Load(raw map[string]fieldspec.RawValue, conv fieldspec.Converter
 `, c.Name)
 
 	// Validate.
-	fmt.Fprintf(b, "// Validate checks the rules the spec declares (one_of, min, max).\nfunc (c *%s) Validate() error {\n", c.Name)
+	fmt.Fprintf(b, "// Validate checks the rules the spec declares (one_of, min, max); a violation is a\n// *fieldspec.FieldError naming the field.\nfunc (c *%s) Validate() error {\n", c.Name)
 	for _, e := range c.Embeds {
 		fmt.Fprintf(b, "\tif err := c.%s.Validate(); err != nil {\n\t\treturn err\n\t}\n", e)
 	}
@@ -253,22 +256,34 @@ func (c *%[1]s) Load(raw map[string]fieldspec.RawValue, conv fieldspec.Converter
 			for _, v := range f.Check.OneOf {
 				conds = append(conds, fmt.Sprintf("!strings.EqualFold(%s, %q)", deref, v))
 			}
-			fmt.Fprintf(b, "\tif %s%s {\n\t\treturn fmt.Errorf(\"%s: %%q is not one of %s\", %s)\n\t}\n",
+			fmt.Fprintf(b, "\tif %s%s {\n\t\treturn &fieldspec.FieldError{Field: %q, Err: fmt.Errorf(\"%%q is not one of %s\", %s)}\n\t}\n",
 				guard, strings.Join(conds, " && "), f.Name, strings.Join(f.Check.OneOf, ", "), deref)
 		}
 		if f.Check.Min != nil {
 			if f.Type != spec.TypeInt && f.Type != spec.TypeFloat {
 				return fmt.Errorf("field %s: min applies to numbers", f.Name)
 			}
-			fmt.Fprintf(b, "\tif %sfloat64(%s) < %v {\n\t\treturn fmt.Errorf(\"%s: %%v is below the minimum %v\", %s)\n\t}\n", guard, deref, *f.Check.Min, f.Name, *f.Check.Min, deref)
+			fmt.Fprintf(b, "\tif %sfloat64(%s) < %v {\n\t\treturn &fieldspec.FieldError{Field: %q, Err: fmt.Errorf(\"%%v is below the minimum %v\", %s)}\n\t}\n", guard, deref, *f.Check.Min, f.Name, *f.Check.Min, deref)
 		}
 		if f.Check.Max != nil {
 			if f.Type != spec.TypeInt && f.Type != spec.TypeFloat {
 				return fmt.Errorf("field %s: max applies to numbers", f.Name)
 			}
-			fmt.Fprintf(b, "\tif %sfloat64(%s) > %v {\n\t\treturn fmt.Errorf(\"%s: %%v is above the maximum %v\", %s)\n\t}\n", guard, deref, *f.Check.Max, f.Name, *f.Check.Max, deref)
+			fmt.Fprintf(b, "\tif %sfloat64(%s) > %v {\n\t\treturn &fieldspec.FieldError{Field: %q, Err: fmt.Errorf(\"%%v is above the maximum %v\", %s)}\n\t}\n", guard, deref, *f.Check.Max, f.Name, *f.Check.Max, deref)
 		}
 	}
 	b.WriteString("\treturn nil\n}\n\n")
 	return nil
+}
+
+// usesOneOf reports whether the generated Validate compares strings (and so imports strings).
+func usesOneOf(s *spec.Spec) bool {
+	for _, c := range s.Configs {
+		for _, f := range c.Fields {
+			if f.Check != nil && len(f.Check.OneOf) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

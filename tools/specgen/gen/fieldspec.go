@@ -67,6 +67,15 @@ type RawValue struct {
 	Line   int
 }
 
+// FieldError is a field whose value breaks a rule of its spec.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
 // Converter turns a raw value into the Go value of a field (nil for None on optional fields).
 type Converter interface {
 	Convert(f *Field, raw RawValue) (any, error)

@@ -11,8 +11,6 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-var _ = strings.EqualFold
-
 // TfServingConfig: TF Serving options; a field that differs from its default becomes a --flag of the TF Serving command line, in this order.
 type TfServingConfig struct {
 	// enable_batching: enable batching (default False)
@@ -428,7 +426,8 @@ func (c *TfServingConfig) Load(raw map[string]fieldspec.RawValue, conv fieldspec
 	return used, nil
 }
 
-// Validate checks the rules the spec declares (one_of, min, max).
+// Validate checks the rules the spec declares (one_of, min, max); a violation is a
+// *fieldspec.FieldError naming the field.
 func (c *TfServingConfig) Validate() error {
 	return nil
 }
@@ -1280,13 +1279,14 @@ func (c *AgentConfig) Load(raw map[string]fieldspec.RawValue, conv fieldspec.Con
 	return used, nil
 }
 
-// Validate checks the rules the spec declares (one_of, min, max).
+// Validate checks the rules the spec declares (one_of, min, max); a violation is a
+// *fieldspec.FieldError naming the field.
 func (c *AgentConfig) Validate() error {
 	if err := c.TfServingConfig.Validate(); err != nil {
 		return err
 	}
 	if c.DeployType != nil && !strings.EqualFold(*c.DeployType, "entry") && !strings.EqualFold(*c.DeployType, "ps") && !strings.EqualFold(*c.DeployType, "dense") && !strings.EqualFold(*c.DeployType, "mixed") && !strings.EqualFold(*c.DeployType, "unified") {
-		return fmt.Errorf("deploy_type: %q is not one of entry, ps, dense, mixed, unified", *c.DeployType)
+		return &fieldspec.FieldError{Field: "deploy_type", Err: fmt.Errorf("%q is not one of entry, ps, dense, mixed, unified", *c.DeployType)}
 	}
 	return nil
 }

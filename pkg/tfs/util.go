@@ -1,5 +1,0 @@
-package tfs
-
-import "strconv"
-
-func itoa(n int) string { return strconv.Itoa(n) }
