@@ -68,7 +68,7 @@ func median(xs []float64) float64 {
 }
 
 // BenchmarkCopy measures the manager's copy of a new version (one LoopOnce: scan, locks, atomic
-// fsynced copy of 3 sub models, about 200 MB) against `cp -r` of the same tree, run alternately
+// copy of 3 sub models, about 200 MB) against `cp -r` of the same tree, run alternately
 // from the same (cached) source after a sync, and reports both rates (MB/s of the median run) and
 // their ratio (x-cp, the target is at least 0.8).
 func BenchmarkCopy(b *testing.B) {

@@ -14,8 +14,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
-// copyChunk is how much of a file is copied (and its writeback started) at a time; a Stop is
-// noticed between chunks.
+// copyChunk is how much of a file is copied at a time; a Stop is noticed between chunks.
 const copyChunk = 8 << 20
 
 // copyModel is CopyModel without the operation lock. The sub models are copied to their temp
@@ -84,11 +83,6 @@ func (m *Manager) copyModel(ctx context.Context, model, version string, subs []S
 			return nil, classify(fmt.Errorf("copy model: rename %s: %w", s.temp, err))
 		}
 	}
-	for _, s := range ready {
-		if err := syncDir(filepath.Dir(s.dst)); err != nil {
-			m.log.Warn("fsync of receive directory failed", "path", filepath.Dir(s.dst), "err", err)
-		}
-	}
 	return result, nil
 }
 
@@ -134,20 +128,12 @@ func prepareTree(src, dst string, files []fileJob) ([]treeEntry, []fileJob, erro
 	return dirs, files, nil
 }
 
-// finishTree gives the directories of a copied tree their modes and times (shutil.copystat) and
-// fsyncs them.
+// finishTree gives the directories of a copied tree their modes and times (shutil.copystat).
 func finishTree(dst string, dirs []treeEntry) error {
 	// Children come after their parent in dirs: finish them first, so the parent's times hold.
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if err := setMeta(filepath.Join(dst, dirs[i].rel), dirs[i].info); err != nil {
 			return err
-		}
-	}
-	// Then make the entries durable: the first fsync commits the metadata of the whole tree (on a
-	// journalling filesystem), so the others are cheap.
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := syncDir(filepath.Join(dst, dirs[i].rel)); err != nil {
-			return classify(fmt.Errorf("copy tree: fsync: %w", err))
 		}
 	}
 	return nil
@@ -231,7 +217,7 @@ feed:
 }
 
 // copyRegularFile copies the regular file src (info: its os.Stat) to the new file dst with its mode
-// and times, and fsyncs it. Special files (pipes, devices, sockets) are refused, as
+// and times. Special files (pipes, devices, sockets) are refused, as
 // shutil.copyfile does.
 func copyRegularFile(ctx context.Context, src, dst string, info fs.FileInfo) (err error) {
 	if !info.Mode().IsRegular() {
@@ -251,17 +237,12 @@ func copyRegularFile(ctx context.Context, src, dst string, info fs.FileInfo) (er
 			err = classify(fmt.Errorf("copy file: close %s: %w", dst, cerr))
 		}
 	}()
-	for off := int64(0); ; {
+	for {
 		if err := alive(ctx); err != nil {
 			return err
 		}
 		// io.CopyN reaches (*os.File).ReadFrom: copy_file_range/sendfile, no user-space buffer.
-		n, err := io.CopyN(out, in, copyChunk)
-		if n > 0 {
-			// Start writing the chunk back now, so the fsync below has less left to wait for.
-			startWriteback(out, off, n)
-			off += n
-		}
+		_, err := io.CopyN(out, in, copyChunk)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -271,9 +252,6 @@ func copyRegularFile(ctx context.Context, src, dst string, info fs.FileInfo) (er
 	}
 	if err := setMeta(dst, info); err != nil {
 		return err
-	}
-	if err := out.Sync(); err != nil {
-		return classify(fmt.Errorf("copy file: fsync %s: %w", dst, err))
 	}
 	return nil
 }
@@ -288,17 +266,4 @@ func setMeta(path string, info fs.FileInfo) error {
 		return classify(fmt.Errorf("copy: %w", err))
 	}
 	return nil
-}
-
-// syncDir fsyncs a directory, making the entries created or renamed in it durable.
-func syncDir(path string) error {
-	d, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

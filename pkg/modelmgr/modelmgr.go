@@ -23,13 +23,16 @@
 // # Better than the reference
 //
 // A version is copied into "<receive>/<model>/<sub_model>/<version>-temp" (a name TF Serving
-// ignores: not a number), every file and directory of it is fsynced, and it is renamed to its final
-// name only when all sub models of the version are complete, so TF Serving never sees a half-copied
-// version (tensorflow/serving#1086, the reason the markers exist) nor, after a crash, a renamed one
-// with missing data. A leftover temp directory is never trusted (the reference renamed it into
-// place as if complete); it is copied again. A failure anywhere removes everything the attempt
-// created under a version name. Old versions are renamed away before they are deleted, so a
-// version being deleted is never seen half-deleted either.
+// ignores: not a number) and renamed to its final name only when all sub models of the version are
+// complete, so TF Serving never sees a half-copied version (tensorflow/serving#1086, the reason the
+// markers exist). Nothing is fsynced: the page cache is shared by all processes, so a crash of the
+// agent leaves TF Serving reading complete files, and after a crash of the machine Start deletes
+// the receive path before TF Serving (a child of the agent) runs again, so a version torn by the
+// crash is never loaded; waiting for the disk would halve the copy rate for nothing. A leftover
+// temp directory is never trusted (the reference renamed it into place as if complete); it is
+// copied again. A failure anywhere removes everything the attempt created under a version name.
+// Old versions are renamed away before they are deleted, so a version being deleted is never seen
+// half-deleted either.
 //
 // Bad input (a missing source directory, an unparsable "<model>@<version>" name, unreadable files)
 // is logged with log/slog naming the path and the loop carries on. The loop takes a context and
@@ -97,7 +100,7 @@ type Config struct {
 	PollInterval time.Duration
 	// RemainVersionNum is how many versions per model are kept in the receive path.
 	RemainVersionNum int
-	// CopyWorkers is how many files are copied (and fsynced) at once (default: 16).
+	// CopyWorkers is how many files are copied at once (default: 16).
 	CopyWorkers int
 	// Metrics, when set, receives the update-delay metrics after each round (use_metrics=True).
 	Metrics Metrics
