@@ -7,6 +7,7 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
 	"github.com/monolith-go/monolith/parity/adapters/tfsmonitor"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
+	"github.com/monolith-go/monolith/parity/adapters/zkmirror"
 	"github.com/monolith-go/monolith/parity/harness"
 )
 
@@ -19,4 +20,5 @@ func RegisterAll(r *harness.Registry) {
 	modelmgr.Register(r)
 	tfsmonitor.Register(r)
 	utils.Register(r)
+	zkmirror.Register(r)
 }
