@@ -5,6 +5,7 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
 	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
+	"github.com/monolith-go/monolith/parity/adapters/replica"
 	"github.com/monolith-go/monolith/parity/adapters/tfsmonitor"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/adapters/zkmirror"
@@ -18,6 +19,7 @@ func RegisterAll(r *harness.Registry) {
 	datadef.Register(r)
 	mockedtfserving.Register(r)
 	modelmgr.Register(r)
+	replica.Register(r)
 	tfsmonitor.Register(r)
 	utils.Register(r)
 	zkmirror.Register(r)

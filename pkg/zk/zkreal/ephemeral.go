@@ -58,11 +58,9 @@ func (c *Client) ensureEphemeral(ctx context.Context, path string, data []byte) 
 		if !errors.Is(err, gozk.ErrNodeExists) {
 			return mapErr("register_ephemeral", path, err, true)
 		}
-		var st *gozk.Stat
-		err = c.call(ctx, func() error {
-			var err error
-			_, st, err = c.conn.Exists(full)
-			return err
+		st, err := callV(ctx, c, func() (*gozk.Stat, error) {
+			_, st, err := c.conn.Exists(full)
+			return st, err
 		})
 		if err != nil {
 			return mapErr("register_ephemeral", path, err, false)
@@ -71,10 +69,10 @@ func (c *Client) ensureEphemeral(ctx context.Context, path string, data []byte) 
 			continue // gone meanwhile: create again
 		}
 		if st.EphemeralOwner == c.conn.SessionID() {
-			return c.write(ctx, "register_ephemeral", path, func() error {
-				_, err := c.conn.Set(full, data, -1)
-				return err
+			_, err := write(ctx, c, "register_ephemeral", path, func() (*gozk.Stat, error) {
+				return c.conn.Set(full, data, -1)
 			})
+			return err
 		}
 		// Someone else's node (or a persistent one): replace it so it dies with our session.
 		err = c.call(ctx, func() error { return c.conn.Delete(full, st.Version) })

@@ -36,42 +36,63 @@ func (c *Client) rel(p string) string {
 // call runs fn (a blocking library call) and returns early with ctx's error when ctx ends first;
 // fn then finishes in the background, bounded by the library's request timeout.
 func (c *Client) call(ctx context.Context, fn func() error) error {
+	_, err := callV(ctx, c, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+// callV is call for a library call with a result. The result travels through the channel, so a
+// call abandoned when ctx ended never writes to variables its caller can still see.
+func callV[T any](ctx context.Context, c *Client, fn func() (T, error)) (T, error) {
+	var zero T
 	if c.isClosed() {
-		return gozk.ErrClosing
+		return zero, gozk.ErrClosing
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return zero, err
 	}
 	if ctx.Done() == nil {
 		return fn()
 	}
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		done <- result{v, err}
+	}()
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 
-// read runs an idempotent read with retries on connection loss.
-func (c *Client) read(ctx context.Context, op, path string, fn func() error) error {
-	return zk.Retry(ctx, c.opts.ReadRetry, func(ctx context.Context) error {
-		err := c.call(ctx, fn)
+// read runs an idempotent read with retries on connection loss and returns its result.
+func read[T any](ctx context.Context, c *Client, op, path string, fn func() (T, error)) (T, error) {
+	var out T
+	err := zk.Retry(ctx, c.opts.ReadRetry, func(ctx context.Context) error {
+		v, err := callV(ctx, c, fn)
 		if ctx.Err() != nil && err == ctx.Err() {
 			return &zk.PathError{Op: op, Path: path, Err: err}
 		}
+		if err == nil {
+			out = v // only this attempt's result, in the retrying goroutine
+		}
 		return mapErr(op, path, err, false)
 	})
+	return out, err
 }
 
-func (c *Client) write(ctx context.Context, op, path string, fn func() error) error {
-	err := c.call(ctx, fn)
+// write runs a write once (it may not be idempotent) and returns its result.
+func write[T any](ctx context.Context, c *Client, op, path string, fn func() (T, error)) (T, error) {
+	v, err := callV(ctx, c, fn)
 	if err != nil && err == ctx.Err() {
-		return &zk.PathError{Op: op, Path: path, Err: err}
+		return v, &zk.PathError{Op: op, Path: path, Err: err}
 	}
-	return mapErr(op, path, err, true)
+	return v, mapErr(op, path, err, true)
 }
 
 func convStat(s *gozk.Stat) zk.Stat {
@@ -102,11 +123,8 @@ func (c *Client) Create(ctx context.Context, path string, data []byte, opts zk.C
 	if opts.Sequence {
 		flags |= gozk.FlagSequence
 	}
-	var created string
-	err := c.write(ctx, "create", path, func() error {
-		var err error
-		created, err = c.conn.Create(c.full(path), data, flags, c.opts.ACL)
-		return err
+	created, err := write(ctx, c, "create", path, func() (string, error) {
+		return c.conn.Create(c.full(path), data, flags, c.opts.ACL)
 	})
 	if err != nil {
 		return "", err
@@ -119,14 +137,15 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, zk.Stat, error) 
 	if err := zk.ValidatePath(path); err != nil {
 		return nil, zk.Stat{}, &zk.PathError{Op: "get", Path: path, Err: err}
 	}
-	var data []byte
-	var st *gozk.Stat
-	err := c.read(ctx, "get", path, func() error {
-		var err error
-		data, st, err = c.conn.Get(c.full(path))
-		return err
+	type got struct {
+		data []byte
+		st   *gozk.Stat
+	}
+	g, err := read(ctx, c, "get", path, func() (got, error) {
+		data, st, err := c.conn.Get(c.full(path))
+		return got{data, st}, err
 	})
-	return data, convStat(st), err
+	return g.data, convStat(g.st), err
 }
 
 // Set implements zk.Client.
@@ -134,11 +153,8 @@ func (c *Client) Set(ctx context.Context, path string, data []byte, version int3
 	if err := zk.ValidatePath(path); err != nil {
 		return zk.Stat{}, &zk.PathError{Op: "set", Path: path, Err: err}
 	}
-	var st *gozk.Stat
-	err := c.write(ctx, "set", path, func() error {
-		var err error
-		st, err = c.conn.Set(c.full(path), data, version)
-		return err
+	st, err := write(ctx, c, "set", path, func() (*gozk.Stat, error) {
+		return c.conn.Set(c.full(path), data, version)
 	})
 	return convStat(st), err
 }
@@ -168,7 +184,8 @@ func (c *Client) Delete(ctx context.Context, path string, opts zk.DeleteOptions)
 			}
 		}
 	}
-	return c.write(ctx, "delete", path, func() error { return c.conn.Delete(c.full(path), version) })
+	_, err := write(ctx, c, "delete", path, func() (struct{}, error) { return struct{}{}, c.conn.Delete(c.full(path), version) })
+	return err
 }
 
 func isNoNode(err error) bool { return err != nil && errors.Is(err, zk.ErrNoNode) }
@@ -178,14 +195,14 @@ func (c *Client) Exists(ctx context.Context, path string) (*zk.Stat, error) {
 	if err := zk.ValidatePath(path); err != nil {
 		return nil, &zk.PathError{Op: "exists", Path: path, Err: err}
 	}
-	var ok bool
-	var st *gozk.Stat
-	err := c.read(ctx, "exists", path, func() error {
-		var err error
-		ok, st, err = c.conn.Exists(c.full(path))
-		return err
+	st, err := read(ctx, c, "exists", path, func() (*gozk.Stat, error) {
+		ok, st, err := c.conn.Exists(c.full(path))
+		if !ok {
+			st = nil
+		}
+		return st, err
 	})
-	if err != nil || !ok {
+	if err != nil || st == nil {
 		return nil, err
 	}
 	s := convStat(st)
@@ -197,11 +214,9 @@ func (c *Client) Children(ctx context.Context, path string) ([]string, error) {
 	if err := zk.ValidatePath(path); err != nil {
 		return nil, &zk.PathError{Op: "children", Path: path, Err: err}
 	}
-	var children []string
-	err := c.read(ctx, "children", path, func() error {
-		var err error
-		children, _, err = c.conn.Children(c.full(path))
-		return err
+	children, err := read(ctx, c, "children", path, func() ([]string, error) {
+		children, _, err := c.conn.Children(c.full(path))
+		return children, err
 	})
 	sort.Strings(children)
 	return children, err
@@ -221,11 +236,9 @@ func (c *Client) ensureFull(ctx context.Context, full string) error {
 	if full == "/" {
 		return nil
 	}
-	var ok bool
-	err := c.call(ctx, func() error {
-		var err error
-		ok, _, err = c.conn.Exists(full)
-		return err
+	ok, err := callV(ctx, c, func() (bool, error) {
+		ok, _, err := c.conn.Exists(full)
+		return ok, err
 	})
 	if err != nil {
 		return mapErr("ensure_path", c.rel(full), err, false)
