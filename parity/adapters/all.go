@@ -2,6 +2,7 @@
 package adapters
 
 import (
+	"github.com/monolith-go/monolith/parity/adapters/backend"
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
 	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
@@ -16,6 +17,7 @@ import (
 // Register(r *harness.Registry) and has no init() side effects, so the set is exactly what is
 // listed here; add one call per module as it is ported.
 func RegisterAll(r *harness.Registry) {
+	backend.Register(r)
 	datadef.Register(r)
 	mockedtfserving.Register(r)
 	modelmgr.Register(r)

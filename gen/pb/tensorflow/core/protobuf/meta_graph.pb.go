@@ -188,6 +188,61 @@ func (x *SignatureDef) GetMethodName() string {
 	return ""
 }
 
+// A graph with what is needed to run it: the element of SavedModel.meta_graphs.
+type MetaGraphDef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The graph.
+	GraphDef *framework.GraphDef `protobuf:"bytes,2,opt,name=graph_def,json=graphDef,proto3" json:"graph_def,omitempty"`
+	// The signatures the graph exposes, by key (e.g. "serving_default").
+	SignatureDef  map[string]*SignatureDef `protobuf:"bytes,5,rep,name=signature_def,json=signatureDef,proto3" json:"signature_def,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaGraphDef) Reset() {
+	*x = MetaGraphDef{}
+	mi := &file_tensorflow_core_protobuf_meta_graph_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaGraphDef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaGraphDef) ProtoMessage() {}
+
+func (x *MetaGraphDef) ProtoReflect() protoreflect.Message {
+	mi := &file_tensorflow_core_protobuf_meta_graph_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaGraphDef.ProtoReflect.Descriptor instead.
+func (*MetaGraphDef) Descriptor() ([]byte, []int) {
+	return file_tensorflow_core_protobuf_meta_graph_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MetaGraphDef) GetGraphDef() *framework.GraphDef {
+	if x != nil {
+		return x.GraphDef
+	}
+	return nil
+}
+
+func (x *MetaGraphDef) GetSignatureDef() map[string]*SignatureDef {
+	if x != nil {
+		return x.SignatureDef
+	}
+	return nil
+}
+
 // A sparse tensor stored as three dense tensors (COO format).
 type TensorInfo_CooSparse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -203,7 +258,7 @@ type TensorInfo_CooSparse struct {
 
 func (x *TensorInfo_CooSparse) Reset() {
 	*x = TensorInfo_CooSparse{}
-	mi := &file_tensorflow_core_protobuf_meta_graph_proto_msgTypes[2]
+	mi := &file_tensorflow_core_protobuf_meta_graph_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +270,7 @@ func (x *TensorInfo_CooSparse) String() string {
 func (*TensorInfo_CooSparse) ProtoMessage() {}
 
 func (x *TensorInfo_CooSparse) ProtoReflect() protoreflect.Message {
-	mi := &file_tensorflow_core_protobuf_meta_graph_proto_msgTypes[2]
+	mi := &file_tensorflow_core_protobuf_meta_graph_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +312,7 @@ var File_tensorflow_core_protobuf_meta_graph_proto protoreflect.FileDescriptor
 const file_tensorflow_core_protobuf_meta_graph_proto_rawDesc = "" +
 	"\n" +
 	")tensorflow/core/protobuf/meta_graph.proto\x12\n" +
-	"tensorflow\x1a,tensorflow/core/framework/tensor_shape.proto\x1a%tensorflow/core/framework/types.proto\"\x81\x03\n" +
+	"tensorflow\x1a%tensorflow/core/framework/graph.proto\x1a,tensorflow/core/framework/tensor_shape.proto\x1a%tensorflow/core/framework/types.proto\"\x81\x03\n" +
 	"\n" +
 	"TensorInfo\x12\x14\n" +
 	"\x04name\x18\x01 \x01(\tH\x00R\x04name\x12A\n" +
@@ -281,7 +336,13 @@ const file_tensorflow_core_protobuf_meta_graph_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x16.tensorflow.TensorInfoR\x05value:\x028\x01\x1aR\n" +
 	"\fOutputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.tensorflow.TensorInfoR\x05value:\x028\x01BLZJgithub.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf;tfprotobufb\x06proto3"
+	"\x05value\x18\x02 \x01(\v2\x16.tensorflow.TensorInfoR\x05value:\x028\x01\"\xed\x01\n" +
+	"\fMetaGraphDef\x121\n" +
+	"\tgraph_def\x18\x02 \x01(\v2\x14.tensorflow.GraphDefR\bgraphDef\x12O\n" +
+	"\rsignature_def\x18\x05 \x03(\v2*.tensorflow.MetaGraphDef.SignatureDefEntryR\fsignatureDef\x1aY\n" +
+	"\x11SignatureDefEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.tensorflow.SignatureDefR\x05value:\x028\x01BLZJgithub.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf;tfprotobufb\x06proto3"
 
 var (
 	file_tensorflow_core_protobuf_meta_graph_proto_rawDescOnce sync.Once
@@ -295,29 +356,35 @@ func file_tensorflow_core_protobuf_meta_graph_proto_rawDescGZIP() []byte {
 	return file_tensorflow_core_protobuf_meta_graph_proto_rawDescData
 }
 
-var file_tensorflow_core_protobuf_meta_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_tensorflow_core_protobuf_meta_graph_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_tensorflow_core_protobuf_meta_graph_proto_goTypes = []any{
 	(*TensorInfo)(nil),                 // 0: tensorflow.TensorInfo
 	(*SignatureDef)(nil),               // 1: tensorflow.SignatureDef
-	(*TensorInfo_CooSparse)(nil),       // 2: tensorflow.TensorInfo.CooSparse
-	nil,                                // 3: tensorflow.SignatureDef.InputsEntry
-	nil,                                // 4: tensorflow.SignatureDef.OutputsEntry
-	(framework.DataType)(0),            // 5: tensorflow.DataType
-	(*framework.TensorShapeProto)(nil), // 6: tensorflow.TensorShapeProto
+	(*MetaGraphDef)(nil),               // 2: tensorflow.MetaGraphDef
+	(*TensorInfo_CooSparse)(nil),       // 3: tensorflow.TensorInfo.CooSparse
+	nil,                                // 4: tensorflow.SignatureDef.InputsEntry
+	nil,                                // 5: tensorflow.SignatureDef.OutputsEntry
+	nil,                                // 6: tensorflow.MetaGraphDef.SignatureDefEntry
+	(framework.DataType)(0),            // 7: tensorflow.DataType
+	(*framework.TensorShapeProto)(nil), // 8: tensorflow.TensorShapeProto
+	(*framework.GraphDef)(nil),         // 9: tensorflow.GraphDef
 }
 var file_tensorflow_core_protobuf_meta_graph_proto_depIdxs = []int32{
-	2, // 0: tensorflow.TensorInfo.coo_sparse:type_name -> tensorflow.TensorInfo.CooSparse
-	5, // 1: tensorflow.TensorInfo.dtype:type_name -> tensorflow.DataType
-	6, // 2: tensorflow.TensorInfo.tensor_shape:type_name -> tensorflow.TensorShapeProto
-	3, // 3: tensorflow.SignatureDef.inputs:type_name -> tensorflow.SignatureDef.InputsEntry
-	4, // 4: tensorflow.SignatureDef.outputs:type_name -> tensorflow.SignatureDef.OutputsEntry
-	0, // 5: tensorflow.SignatureDef.InputsEntry.value:type_name -> tensorflow.TensorInfo
-	0, // 6: tensorflow.SignatureDef.OutputsEntry.value:type_name -> tensorflow.TensorInfo
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	3,  // 0: tensorflow.TensorInfo.coo_sparse:type_name -> tensorflow.TensorInfo.CooSparse
+	7,  // 1: tensorflow.TensorInfo.dtype:type_name -> tensorflow.DataType
+	8,  // 2: tensorflow.TensorInfo.tensor_shape:type_name -> tensorflow.TensorShapeProto
+	4,  // 3: tensorflow.SignatureDef.inputs:type_name -> tensorflow.SignatureDef.InputsEntry
+	5,  // 4: tensorflow.SignatureDef.outputs:type_name -> tensorflow.SignatureDef.OutputsEntry
+	9,  // 5: tensorflow.MetaGraphDef.graph_def:type_name -> tensorflow.GraphDef
+	6,  // 6: tensorflow.MetaGraphDef.signature_def:type_name -> tensorflow.MetaGraphDef.SignatureDefEntry
+	0,  // 7: tensorflow.SignatureDef.InputsEntry.value:type_name -> tensorflow.TensorInfo
+	0,  // 8: tensorflow.SignatureDef.OutputsEntry.value:type_name -> tensorflow.TensorInfo
+	1,  // 9: tensorflow.MetaGraphDef.SignatureDefEntry.value:type_name -> tensorflow.SignatureDef
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_tensorflow_core_protobuf_meta_graph_proto_init() }
@@ -335,7 +402,7 @@ func file_tensorflow_core_protobuf_meta_graph_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tensorflow_core_protobuf_meta_graph_proto_rawDesc), len(file_tensorflow_core_protobuf_meta_graph_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
