@@ -2,6 +2,7 @@
 package adapters
 
 import (
+	"github.com/monolith-go/monolith/parity/adapters/agentsvc"
 	"github.com/monolith-go/monolith/parity/adapters/backend"
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
@@ -17,6 +18,7 @@ import (
 // Register(r *harness.Registry) and has no init() side effects, so the set is exactly what is
 // listed here; add one call per module as it is ported.
 func RegisterAll(r *harness.Registry) {
+	agentsvc.Register(r)
 	backend.Register(r)
 	datadef.Register(r)
 	mockedtfserving.Register(r)
