@@ -34,6 +34,8 @@ type taskEntry struct {
 // is dropped and, as in the reference, comes back at its new position.
 type cache struct {
 	tasks map[string]*taskEntry
+	// version counts the changes, for Watcher.DataVersion.
+	version uint64
 }
 
 func newCache() cache { return cache{tasks: map[string]*taskEntry{}} }
@@ -59,6 +61,7 @@ func splitReplicaPath(path string) (task, key string, ok bool) {
 }
 
 func (c *cache) put(task, key string, meta datadef.ReplicaMeta, czxid int64) {
+	c.version++
 	t := c.tasks[task]
 	if t == nil {
 		t = &taskEntry{path: task, zkPath: agentconf.ParseZKPath(task), order: czxid, replicas: map[string]*replicaEntry{}}
@@ -79,6 +82,7 @@ func (c *cache) put(task, key string, meta datadef.ReplicaMeta, czxid int64) {
 // markUnknown sets a cached replica's stat to UNKNOWN (an empty payload); an uncached one is
 // ignored, as in the reference.
 func (c *cache) markUnknown(task, key string) {
+	c.version++
 	if t := c.tasks[task]; t != nil {
 		if r := t.replicas[key]; r != nil {
 			r.meta.Stat = datadef.StateUnknown
@@ -87,6 +91,7 @@ func (c *cache) markUnknown(task, key string) {
 }
 
 func (c *cache) remove(task, key string) {
+	c.version++
 	t := c.tasks[task]
 	if t == nil {
 		return
@@ -105,7 +110,10 @@ func (c *cache) get(task, key string) (*replicaEntry, bool) {
 	return nil, false
 }
 
-func (c *cache) clear() { c.tasks = map[string]*taskEntry{} }
+func (c *cache) clear() {
+	c.tasks = map[string]*taskEntry{}
+	c.version++
+}
 
 // ordered returns the task entries in listing order.
 func (c *cache) ordered() []*taskEntry {

@@ -228,3 +228,11 @@ func clonePtr(s *string) *string {
 	v := *s
 	return &v
 }
+
+// DataVersion changes whenever the replicas the getters see change (agentsvc.Versioned: the
+// AgentService reuses the responses it built for an unchanged version).
+func (w *Watcher) DataVersion() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cache.version
+}

@@ -10,6 +10,8 @@ import "strings"
 type cache struct {
 	entries    map[string]*entry
 	head, tail *entry
+	// version counts the changes, for Mirror.DataVersion.
+	version uint64
 }
 
 type entry struct {
@@ -39,6 +41,7 @@ func (c *cache) set(path string, data []byte, memo any) bool {
 			return false
 		}
 		e.data, e.memo = data, memo
+		c.version++
 		return true
 	}
 	e := &entry{path: path, data: data, memo: memo, prev: c.tail}
@@ -49,6 +52,7 @@ func (c *cache) set(path string, data []byte, memo any) bool {
 	}
 	c.tail = e
 	c.entries[path] = e
+	c.version++
 	return true
 }
 
@@ -69,6 +73,7 @@ func (c *cache) del(path string) bool {
 		c.tail = e.prev
 	}
 	delete(c.entries, path)
+	c.version++
 	return true
 }
 

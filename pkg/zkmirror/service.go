@@ -193,3 +193,11 @@ func (m *Mirror) Replica(model string, st ServerType, task, replica int) (datade
 	}
 	return m.available(e)
 }
+
+// DataVersion changes whenever the mirrored nodes change (agentsvc.Versioned: the AgentService
+// reuses the responses it built for an unchanged version).
+func (m *Mirror) DataVersion() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.data.version
+}
