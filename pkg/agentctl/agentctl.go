@@ -6,7 +6,7 @@
 //	bzid_info  PrintBzidInfo: the bzid's saved models, containers and layouts as JSON
 //
 // Run dispatches a command line's options to them. The command itself (flags, connecting to
-// ZooKeeper) lands with cmd/agentctl.
+// ZooKeeper) is cmd/agentctl.
 package agentctl
 
 import (

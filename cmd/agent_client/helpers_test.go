@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monolith-go/monolith/pkg/agentconf"
+	"github.com/monolith-go/monolith/pkg/agentsvc"
+	"github.com/monolith-go/monolith/pkg/zk"
+	"github.com/monolith-go/monolith/pkg/zkmirror"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// agentHost is where the tests reach the in-process AgentService, which listens on every
+// address: a loopback address other than 127.0.0.1, which agentconf.LocalIP would not take from
+// MY_HOST_IP (it skips loopback answers of the host name lookup).
+const agentHost = "127.0.0.2"
+
+func testEnv() agentconf.LookupEnv {
+	return agentconf.MapEnv(map[string]string{"MY_HOST_IP": agentHost})
+}
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// noLeak fails the test if goroutines started during it are still running at its end (gRPC
+// transports take a moment to wind down after Close).
+func noLeak(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// fixture is testdata/fixture.json: the ZooKeeper nodes, AgentService answers and export files
+// the reference was run against.
+type fixture struct {
+	Bzid  string `json:"bzid"`
+	Nodes []struct {
+		Path string `json:"path"`
+		Data string `json:"data"`
+	} `json:"nodes"`
+	Files map[string]int `json:"files"`
+}
+
+// refCase is one command line of testdata/cases.json with what the reference did
+// (testdata/reference.json).
+type refCase struct {
+	Name   string   `json:"name"`
+	Args   []string `json:"args"`
+	Conf   string   `json:"conf"`
+	Delete []string `json:"delete"`
+	Tree   bool     `json:"tree"`
+
+	Exit      int               `json:"-"`
+	Stdout    string            `json:"-"`
+	TreeAfter map[string]string `json:"-"`
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func loadFixture(t *testing.T) fixture {
+	t.Helper()
+	var f fixture
+	readJSON(t, filepath.Join("testdata", "fixture.json"), &f)
+	return f
+}
+
+// loadCases joins cases.json with reference.json.
+func loadCases(t *testing.T) []refCase {
+	t.Helper()
+	var cases struct {
+		Cases []refCase `json:"cases"`
+	}
+	readJSON(t, filepath.Join("testdata", "cases.json"), &cases)
+	var recs []struct {
+		Name   string            `json:"name"`
+		Exit   int               `json:"exit"`
+		Stdout string            `json:"stdout"`
+		Tree   map[string]string `json:"tree"`
+	}
+	readJSON(t, filepath.Join("testdata", "reference.json"), &recs)
+	if len(recs) != len(cases.Cases) {
+		t.Fatalf("reference.json has %d records for %d cases: record it again (testdata/README.md)", len(recs), len(cases.Cases))
+	}
+	for i := range cases.Cases {
+		c := &cases.Cases[i]
+		if recs[i].Name != c.Name {
+			t.Fatalf("reference.json record %d is %q, cases.json says %q", i, recs[i].Name, c.Name)
+		}
+		c.Exit, c.Stdout, c.TreeAfter = recs[i].Exit, recs[i].Stdout, recs[i].Tree
+	}
+	return cases.Cases
+}
+
+// writeExport creates the fixture's files (each of its size) under a new directory.
+func writeExport(t *testing.T, f fixture) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, size := range f.Files {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, bytes.Repeat([]byte("x"), size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// writeConf writes an agent.conf for bzid gip on zkServers, plus extra lines.
+func writeConf(t *testing.T, zkServers string, extra ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.conf")
+	text := "bzid gip\nzk_servers " + zkServers + "\ndeploy_type mixed\n" + strings.Join(extra, "")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// resetTree replaces /{bzid} by the fixture's nodes, minus deleted.
+func resetTree(t *testing.T, c zk.Client, f fixture, deleted []string) {
+	t.Helper()
+	ctx := tctx(t)
+	root := "/" + f.Bzid
+	if err := c.Delete(ctx, root, zk.DeleteOptions{Recursive: true}); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	for _, n := range f.Nodes {
+		if _, err := c.Create(ctx, n.Path, []byte(n.Data), zk.CreateOptions{MakePath: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range deleted {
+		if err := c.Delete(ctx, p, zk.DeleteOptions{Recursive: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// dumpTree maps every node under root (root included) to its data.
+func dumpTree(t *testing.T, c zk.Client, root string) map[string]string {
+	t.Helper()
+	ctx := tctx(t)
+	out := map[string]string{}
+	var walk func(p string)
+	walk = func(p string) {
+		data, _, err := c.Get(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = string(data)
+		kids, err := c.Children(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kids {
+			walk(p + "/" + k)
+		}
+	}
+	walk(root)
+	return out
+}
+
+// startAgent serves the AgentService in-process over real gRPC, answering (agent v2) from a
+// ZooKeeper mirror of /{bzid}/service on c; it returns the port.
+func startAgent(t *testing.T, c zk.Client, bzid string) int {
+	t.Helper()
+	replica := 0
+	m, err := zkmirror.New(zkmirror.Config{Client: c, BZID: bzid, ShardID: -1, ReplicaID: &replica,
+		LocalHost: agentHost, Env: agentconf.MapEnv(nil), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(tctx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := agentsvc.Listen(agentsvc.NewMirrorService(agentsvc.FromMirror(m), nil, agentsvc.WithLogger(quiet)), 0)
+	if err != nil {
+		m.Stop()
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Stop(time.Second)
+		m.Stop()
+	})
+	return srv.Port()
+}
+
+// diffTrees describes how got differs from want.
+func diffTrees(got, want map[string]string) string {
+	var b strings.Builder
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		g, gok := got[k]
+		w, wok := want[k]
+		switch {
+		case !gok:
+			b.WriteString("missing " + k + " = " + strconv.Quote(w) + "\n")
+		case !wok:
+			b.WriteString("extra " + k + " = " + strconv.Quote(g) + "\n")
+		case g != w:
+			b.WriteString(k + ": got " + strconv.Quote(g) + ", want " + strconv.Quote(w) + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
+	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
+	"github.com/monolith-go/monolith/pkg/zk"
+	"github.com/monolith-go/monolith/pkg/zk/zkfake"
+	"github.com/monolith-go/monolith/pkg/zk/zkreal"
+	"github.com/monolith-go/monolith/pkg/zk/zktest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestMain(m *testing.M) {
+	// pkg/agentctl logs through slog.Default; keep test output readable.
+	slog.SetDefault(quiet)
+	os.Exit(m.Run())
+}
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// noLeak fails the test if goroutines started during it are still running at its end.
+func noLeak(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// fixture is testdata/fixture.json: the ZooKeeper trees of the scenario and the export.
+type fixture struct {
+	Roots []string `json:"roots"`
+	Nodes []struct {
+		Path string `json:"path"`
+		Data string `json:"data"`
+	} `json:"nodes"`
+	SubGraphs []string `json:"sub_graphs"`
+	Version   string   `json:"version"`
+}
+
+// step is one command line of testdata/cases.json with what the reference did
+// (testdata/reference.json).
+type step struct {
+	Name string   `json:"name"`
+	Args []string `json:"args"`
+	Tree bool     `json:"tree"`
+
+	Exit      int
+	Stdout    string
+	TreeAfter map[string]string
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func loadScenario(t *testing.T) (fixture, []step) {
+	t.Helper()
+	var f fixture
+	readJSON(t, filepath.Join("testdata", "fixture.json"), &f)
+	var cases struct {
+		Cases []step `json:"cases"`
+	}
+	readJSON(t, filepath.Join("testdata", "cases.json"), &cases)
+	var recs []struct {
+		Name   string            `json:"name"`
+		Exit   int               `json:"exit"`
+		Stdout string            `json:"stdout"`
+		Tree   map[string]string `json:"tree"`
+	}
+	readJSON(t, filepath.Join("testdata", "reference.json"), &recs)
+	if len(recs) != len(cases.Cases) {
+		t.Fatalf("reference.json has %d records for %d steps: record it again (../agent_client/testdata/README.md)", len(recs), len(cases.Cases))
+	}
+	for i := range cases.Cases {
+		s := &cases.Cases[i]
+		if recs[i].Name != s.Name {
+			t.Fatalf("reference.json record %d is %q, cases.json says %q", i, recs[i].Name, s.Name)
+		}
+		s.Exit, s.Stdout, s.TreeAfter = recs[i].Exit, recs[i].Stdout, recs[i].Tree
+	}
+	return f, cases.Cases
+}
+
+// writeExport builds the export the reference declared: {sub_graph}/{version}/saved_model.pb,
+// each a copy of testdata/saved_model.pb.
+func writeExport(t *testing.T, f fixture) string {
+	t.Helper()
+	pb, err := os.ReadFile(filepath.Join("testdata", "saved_model.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "saved_model")
+	for _, sg := range f.SubGraphs {
+		p := filepath.Join(dir, sg, f.Version)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "saved_model.pb"), pb, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// seed replaces the fixture's roots by its nodes.
+func seed(t *testing.T, c zk.Client, f fixture) {
+	t.Helper()
+	ctx := tctx(t)
+	for _, r := range f.Roots {
+		if err := c.Delete(ctx, r, zk.DeleteOptions{Recursive: true}); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range f.Nodes {
+		if _, err := c.Create(ctx, n.Path, []byte(n.Data), zk.CreateOptions{MakePath: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// dumpTrees maps every node under the roots (roots included, when they exist) to its data.
+func dumpTrees(t *testing.T, c zk.Client, roots []string) map[string]string {
+	t.Helper()
+	ctx := tctx(t)
+	out := map[string]string{}
+	var walk func(p string)
+	walk = func(p string) {
+		data, _, err := c.Get(ctx, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = string(data)
+		kids, err := c.Children(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kids {
+			walk(p + "/" + k)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return out
+}
+
+func diffTrees(got, want map[string]string) string {
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	for _, k := range sorted {
+		g, gok := got[k]
+		w, wok := want[k]
+		switch {
+		case !gok:
+			b.WriteString("missing " + k + " = " + strconv.Quote(w) + "\n")
+		case !wok:
+			b.WriteString("extra " + k + " = " + strconv.Quote(g) + "\n")
+		case g != w:
+			b.WriteString(k + ": got " + strconv.Quote(g) + ", want " + strconv.Quote(w) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// replay runs the scenario's steps in order, comparing each with what the reference did.
+func replay(t *testing.T, zkServers string, admin zk.Client, dial dialFunc) {
+	f, steps := loadScenario(t)
+	export := writeExport(t, f)
+	seed(t, admin, f)
+	for _, s := range steps {
+		ok := t.Run(s.Name, func(t *testing.T) {
+			var args []string
+			for _, a := range s.Args {
+				args = append(args, strings.NewReplacer("{zk}", zkServers, "{export}", export).Replace(a))
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(tctx(t), args, &stdout, &stderr, dial)
+			if code != s.Exit {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, s.Exit, stderr.String())
+			}
+			if got := strings.ReplaceAll(stdout.String(), export, "{export}"); got != s.Stdout {
+				t.Errorf("output differs from the reference's\ngot:\n%s\nwant:\n%s", got, s.Stdout)
+			}
+			if s.Tree {
+				got := map[string]string{}
+				for k, v := range dumpTrees(t, admin, f.Roots) {
+					got[k] = strings.ReplaceAll(v, export, "{export}")
+				}
+				if d := diffTrees(got, s.TreeAfter); d != "" {
+					t.Errorf("ZooKeeper trees differ from the reference's:\n%s", d)
+				}
+			}
+		})
+		if !ok {
+			return // later steps depend on this one
+		}
+	}
+}
+
+// TestReference replays the reference's recorded scenario on an in-memory ZooKeeper; every
+// command gets a session of its own.
+func TestReference(t *testing.T) {
+	noLeak(t)
+	srv := zkfake.NewServer()
+	admin := srv.Client()
+	defer admin.Close()
+	replay(t, "127.0.0.1:2181", admin, func(context.Context, string, *slog.Logger) (zk.Client, error) {
+		return srv.Client(), nil
+	})
+}
+
+// TestReferenceRealZooKeeper replays it end to end on a real ZooKeeper server, connecting as the
+// command does (dialZK).
+func TestReferenceRealZooKeeper(t *testing.T) {
+	noLeak(t)
+	srv := zktest.Start(t)
+	admin, err := zkreal.Connect(tctx(t), zkreal.Options{Servers: []string{srv.Addr()}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	replay(t, srv.Addr(), admin, dialZK)
+}
+
+// TestCommandLine covers bad command lines and input (exit 2, nothing contacted), failures after
+// connecting (exit 1) and --help.
+func TestCommandLine(t *testing.T) {
+	noLeak(t)
+	f, _ := loadScenario(t)
+	export := writeExport(t, f)
+	noRemote := t.TempDir() // an export whose entry graph calls no PS
+	if err := os.MkdirAll(filepath.Join(noRemote, "entry", "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	graph := &tfframework.GraphDef{Node: []*tfframework.NodeDef{{Name: "x", Op: "Placeholder"}}}
+	pb, err := proto.Marshal(&tfprotobuf.SavedModel{MetaGraphs: []*tfprotobuf.MetaGraphDef{{GraphDef: graph}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(noRemote, "entry", "1", "saved_model.pb"), pb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badPB := t.TempDir() // a saved_model.pb without a meta graph
+	if err := os.MkdirAll(filepath.Join(badPB, "entry", "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(badPB, "entry", "1", "saved_model.pb"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zkArg := "--zk_servers=127.0.0.1:2181"
+	tests := []struct {
+		name       string
+		args       []string
+		dialErr    error
+		declFirst  bool // the model is declared before the command
+		wantExit   int
+		wantStdout string
+		wantStderr string
+		wantDialed bool
+	}{
+		{name: "help", args: []string{"--help"}, wantStdout: "Usage: agentctl"},
+		{name: "unsupported cmd", args: []string{zkArg, "--cmd=deploy"}, wantExit: 2, wantStderr: "--cmd"},
+		{name: "no zk_servers", args: []string{"--cmd=bzid_info"}, wantExit: 2, wantStderr: "--zk_servers is empty"},
+		{name: "bzid with slash", args: []string{zkArg, "--bzid=a/b"}, wantExit: 2, wantStderr: "--bzid"},
+		{name: "timeout", args: []string{zkArg, "--timeout=-1s"}, wantExit: 2, wantStderr: "--timeout"},
+		{name: "decl needs export_base", args: []string{zkArg, "--cmd=decl"}, wantExit: 2, wantStderr: "decl needs --export_base"},
+		{name: "decl arch", args: []string{zkArg, "--cmd=decl", "--export_base=" + export, "--arch=entry_dense"}, wantExit: 2, wantStderr: "only entry + ps"},
+		{name: "decl missing export", args: []string{zkArg, "--cmd=decl", "--export_base=/nonexistent/export"}, wantExit: 2, wantStderr: "/nonexistent/export/entry"},
+		{name: "decl without model name", args: []string{zkArg, "--cmd=decl", "--export_base=" + noRemote}, wantExit: 2, wantStderr: "Model name is None"},
+		{name: "decl of an unreadable saved model", args: []string{zkArg, "--cmd=decl", "--export_base=" + badPB}, wantExit: 2, wantStderr: "saved_model.pb has no meta graph"},
+		{name: "pub needs layout", args: []string{zkArg, "--cmd=pub", "--model_name=m:*"}, wantExit: 2, wantStderr: "pub needs --layout and --model_name"},
+		{name: "unpub needs model", args: []string{zkArg, "--cmd=unpub", "--layout=l"}, wantExit: 2, wantStderr: "unpub needs"},
+		{name: "pub pattern without colon", args: []string{zkArg, "--cmd=pub", "--model_name=test_ffm_model", "--layout=l"}, wantExit: 2, wantStderr: "model_name:sub_graph_pattern"},
+		{name: "ZooKeeper unreachable", args: []string{zkArg}, dialErr: errors.New("connection refused"), wantExit: 1, wantStdout: "\n", wantStderr: "connect to ZooKeeper 127.0.0.1:2181: connection refused", wantDialed: true},
+		{name: "decl exists", args: []string{zkArg, "--bzid=gip", "--cmd=decl", "--export_base=" + export}, declFirst: true, wantExit: 1, wantStdout: "\n", wantStderr: "test_ffm_model exists and not in overwrite mode", wantDialed: true},
+		{name: "decl", args: []string{zkArg, "--bzid=gip", "--cmd=decl", "--export_base=" + export}, wantStdout: "\n", wantDialed: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := zkfake.NewServer()
+			admin := srv.Client()
+			defer admin.Close()
+			if tc.declFirst {
+				if code := run(tctx(t), []string{zkArg, "--bzid=gip", "--cmd=decl", "--export_base=" + export}, io.Discard, io.Discard,
+					func(context.Context, string, *slog.Logger) (zk.Client, error) { return srv.Client(), nil }); code != 0 {
+					t.Fatalf("first decl: exit %d", code)
+				}
+			}
+			dialed := false
+			dial := func(_ context.Context, servers string, _ *slog.Logger) (zk.Client, error) {
+				dialed = true
+				if servers != "127.0.0.1:2181" {
+					t.Errorf("dialled %q", servers)
+				}
+				if tc.dialErr != nil {
+					return nil, tc.dialErr
+				}
+				return srv.Client(), nil
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(tctx(t), tc.args, &stdout, &stderr, dial)
+			if code != tc.wantExit {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.wantExit, stderr.String())
+			}
+			if tc.name == "help" {
+				if !strings.Contains(stdout.String(), tc.wantStdout) {
+					t.Errorf("help output %q lacks %q", stdout.String(), tc.wantStdout)
+				}
+			} else if stdout.String() != tc.wantStdout {
+				t.Errorf("output %q, want %q", stdout.String(), tc.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tc.wantStderr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tc.wantStderr)
+			}
+			if dialed != tc.wantDialed {
+				t.Errorf("connected to ZooKeeper: %v, want %v", dialed, tc.wantDialed)
+			}
+			if tc.name == "decl" {
+				if _, _, err := admin.Get(tctx(t), "/gip/saved_models/test_ffm_model/ps_2"); err != nil {
+					t.Errorf("decl declared no ps_2: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseHosts(t *testing.T) {
+	tests := []struct {
+		in         string
+		wantHosts  string
+		wantChroot string
+		wantErr    bool
+	}{
+		{in: "127.0.0.1:2181", wantHosts: "[127.0.0.1:2181]"},
+		{in: "a:1,b:2/monolith", wantHosts: "[a:1 b:2]", wantChroot: "/monolith"},
+		{in: "a:1, ,b:2", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tc := range tests {
+		hosts, chroot, err := parseHosts(tc.in)
+		if (err != nil) != tc.wantErr || (err == nil && (strings.Join(hosts, " ") != strings.Trim(tc.wantHosts, "[]") || chroot != tc.wantChroot)) {
+			t.Errorf("parseHosts(%q) = %q, %q, %v; want %s, %q, error %v", tc.in, hosts, chroot, err, tc.wantHosts, tc.wantChroot, tc.wantErr)
+		}
+	}
+}
