@@ -2,7 +2,6 @@ package zkreal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -40,7 +39,14 @@ type Options struct {
 	ReadRetry zk.RetryPolicy
 	// Logger receives the library's log and this package's; default slog.Default().
 	Logger *slog.Logger
+	// WatchWorkers bounds the goroutines that re-arm fired watches and call their functions
+	// (default 16). They exist only while watches fire: an idle watch costs no goroutine.
+	WatchWorkers int
 }
+
+// defaultWatchWorkers: enough to keep a burst of re-arms (every watch after a new session)
+// pipelined on the connection, few enough to stay cheap.
+const defaultWatchWorkers = 16
 
 // Client is a zk.Client on a real ZooKeeper ensemble.
 type Client struct {
@@ -57,6 +63,7 @@ type Client struct {
 	mu        sync.Mutex
 	state     zk.State
 	gen       uint64        // incremented on each new session
+	seq       uint64        // incremented whenever genCh is replaced
 	genCh     chan struct{} // closed (and replaced) when the state or gen changes
 	lost      bool          // LOST was emitted and no new session is up yet
 	listeners map[int]func(zk.State)
@@ -65,6 +72,16 @@ type Client struct {
 	closed    bool
 
 	closeOnce sync.Once
+
+	// Watches (watch.go), guarded by wmu. wmu may be taken before mu, never after it.
+	wmu      sync.Mutex
+	wIndex   map[string]*watch // server path -> armed watches (linked by watch.next)
+	wQueue   []*watch          // fired watches waiting for a worker
+	wParked  map[*watch]uint64 // watches waiting for the connection or a new session -> gen when parked
+	wExpGen  uint64            // generation of the latest session known to have expired
+	wWorkers int               // running workers
+	wClosed  bool              // Close has begun: no new worker
+	wWG      sync.WaitGroup    // the workers
 }
 
 var _ zk.Client = (*Client)(nil)
@@ -89,6 +106,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.WatchWorkers <= 0 {
+		opts.WatchWorkers = defaultWatchWorkers
+	}
 	chroot := strings.TrimSuffix(opts.Chroot, "/")
 	if chroot != "" {
 		if err := zk.ValidatePath(chroot); err != nil {
@@ -99,15 +119,19 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		opts: opts, log: opts.Logger, creds: &credentials{}, chroot: chroot,
 		events: newEventQueue(), closing: make(chan struct{}), genCh: make(chan struct{}),
 		listeners: map[int]func(zk.State){}, owned: map[string][]byte{},
+		wIndex: map[string]*watch{}, wParked: map[*watch]uint64{},
 	}
 	conn, _, err := gozk.Connect(opts.Servers, opts.SessionTimeout,
 		gozk.WithLogger(slogAdapter{opts.Logger}),
 		gozk.WithDialer(zkwire.SniffingDialer(c.creds.set, handshakeTimeout(opts.SessionTimeout))),
-		// The callback runs on the library's connection goroutine: it must never block, so it
-		// only appends to an unbounded queue that the dispatcher drains.
+		// The callback runs on the library's connection goroutines: it must never block, so it
+		// only appends session states to an unbounded queue that the dispatcher drains, and
+		// moves fired watches to the workers' queue.
 		gozk.WithEventCallback(func(ev gozk.Event) {
 			if ev.Type == gozk.EventSession {
 				c.events.push(ev.State)
+			} else {
+				c.onWatchEvent(ev)
 			}
 		}))
 	if err != nil {
@@ -161,23 +185,29 @@ func (c *Client) waitConnected(ctx context.Context) error {
 	}
 }
 
-// waitNewSession blocks until a session newer than gen is CONNECTED.
-func (c *Client) waitNewSession(gen uint64, stop <-chan struct{}) bool {
+// waitStateChange blocks until the state has changed since seq (see stateSeq) and is CONNECTED;
+// false when the client closes.
+func (c *Client) waitStateChange(seq uint64) bool {
 	for {
 		c.mu.Lock()
-		st, g, ch := c.state, c.gen, c.genCh
+		st, s, ch := c.state, c.seq, c.genCh
 		c.mu.Unlock()
-		if st == zk.StateConnected && g > gen {
+		if st == zk.StateConnected && s != seq {
 			return true
 		}
 		select {
 		case <-ch:
-		case <-stop:
-			return false
 		case <-c.closing:
 			return false
 		}
 	}
+}
+
+// stateSeq returns the state sequence number and the session generation.
+func (c *Client) stateSeq() (seq, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seq, c.gen
 }
 
 func (c *Client) generation() uint64 {
@@ -244,6 +274,7 @@ func (c *Client) setState(st zk.State, newSession bool) {
 		c.gen++
 		c.lost = false
 	}
+	c.seq++
 	close(c.genCh)
 	c.genCh = make(chan struct{})
 	var ls []func(zk.State)
@@ -255,6 +286,9 @@ func (c *Client) setState(st zk.State, newSession bool) {
 	c.mu.Unlock()
 	if changed {
 		c.log.Info("zookeeper connection state", "state", st.String())
+	}
+	if st == zk.StateConnected {
+		c.wakeParked()
 	}
 	for _, l := range ls {
 		l(st)
@@ -285,18 +319,24 @@ func (c *Client) State() zk.State {
 	return c.state
 }
 
-// Close implements zk.Client: the session ends (its ephemeral nodes go) and every goroutine of the
-// client stops before Close returns.
+// Close implements zk.Client: the session ends (its ephemeral nodes go), every watch ends and
+// every goroutine of the client stops before Close returns (a watch whose first call is still
+// running in DataWatch's caller ends when that call returns).
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
 		c.mu.Unlock()
 		close(c.closing)
+		c.wmu.Lock()
+		c.wClosed = true
+		c.wmu.Unlock()
 		if c.conn != nil {
 			c.conn.Close()
 		}
 		c.wg.Wait()
+		c.wWG.Wait()
+		c.endWatches()
 	})
 	return nil
 }
@@ -346,8 +386,6 @@ func (q *eventQueue) pop(stop <-chan struct{}) (gozk.State, bool) {
 		}
 	}
 }
-
-var errStopped = errors.New("zkreal: stopped")
 
 // handshakeTimeout bounds the wait for a server's answer to a new connection: a third of the
 // session timeout, between 1 and 5 seconds (go-zookeeper alone would wait about 7 timeouts).

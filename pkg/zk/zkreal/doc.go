@@ -7,6 +7,10 @@
 //     session (it does so silently); every DataWatch and ChildrenWatch is re-armed on the new
 //     session and delivers the current state once (event type NONE), so callers converge without
 //     restarting, like kazoo with allow_session_lost.
+//   - An idle watch costs no goroutine: the library's watch events reach the client's event
+//     callback, which hands the fired watches to a few workers (Options.WatchWorkers, started only
+//     while there is work) that re-arm them and call their functions. Calls of one watch never
+//     overlap and come in order; changes made while a watch is re-armed or called may be coalesced.
 //   - Ephemeral ownership (RegisterEphemeral): registered nodes are re-created on every new session.
 //     A node that exists but belongs to another session is deleted and re-created, never just
 //     overwritten (an overwritten node would still vanish when its old session expires).
