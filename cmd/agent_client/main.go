@@ -37,7 +37,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/datadef"
-	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/pytext"
 	"github.com/monolith-go/monolith/pkg/resource"
@@ -61,7 +60,7 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	hosts, chroot, err := parseHosts(servers)
+	hosts, chroot, err := zkreal.ParseHosts(servers)
 	if err != nil {
 		return nil, err
 	}
@@ -70,21 +69,6 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 		return nil, err
 	}
 	return c, nil
-}
-
-// parseHosts splits kazoo's hosts string "host:port,host:port/chroot".
-func parseHosts(s string) (hosts []string, chroot string, err error) {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		s, chroot = s[:i], s[i:]
-	}
-	for _, h := range strings.Split(s, ",") {
-		if h = strings.TrimSpace(h); h == "" {
-			return nil, "", errkind.New(errkind.Value, "zk_servers %q: empty host", s)
-		}
-		hosts = append(hosts, h)
-	}
-	return hosts, chroot, nil
 }
 
 // usageError marks errors of the command line or its input (exit status 2).
@@ -215,7 +199,7 @@ func prepare(c cli, env agentconf.LookupEnv, log *slog.Logger, dial dialFunc) (*
 		if conf.ZKServers == nil || strings.TrimSpace(*conf.ZKServers) == "" {
 			return nil, usage(fmt.Errorf("%s: no zk_servers", c.Conf))
 		}
-		if _, _, err := parseHosts(*conf.ZKServers); err != nil {
+		if _, _, err := zkreal.ParseHosts(*conf.ZKServers); err != nil {
 			return nil, usage(fmt.Errorf("%s: %w", c.Conf, err))
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -308,27 +307,6 @@ func TestCommands(t *testing.T) {
 				tc.wantTree(t, dumpTree(t, admin, "/gip"))
 			}
 		})
-	}
-}
-
-func TestParseHosts(t *testing.T) {
-	tests := []struct {
-		in         string
-		wantHosts  []string
-		wantChroot string
-		wantErr    bool
-	}{
-		{in: "127.0.0.1:2181", wantHosts: []string{"127.0.0.1:2181"}},
-		{in: " a:1, b:2 ,c:3/monolith/zk ", wantHosts: []string{"a:1", "b:2", "c:3"}, wantChroot: "/monolith/zk"},
-		{in: "[::1]:2181/", wantHosts: []string{"[::1]:2181"}, wantChroot: "/"},
-		{in: "a:1,,b:2", wantErr: true},
-		{in: "/chroot", wantErr: true},
-	}
-	for _, tc := range tests {
-		hosts, chroot, err := parseHosts(tc.in)
-		if (err != nil) != tc.wantErr || fmt.Sprint(hosts) != fmt.Sprint(tc.wantHosts) || chroot != tc.wantChroot {
-			t.Errorf("parseHosts(%q) = %q, %q, %v; want %q, %q, error %v", tc.in, hosts, chroot, err, tc.wantHosts, tc.wantChroot, tc.wantErr)
-		}
 	}
 }
 

@@ -25,7 +25,6 @@ import (
 	ctlspec "github.com/monolith-go/monolith/gen/spec/agent_service/agent_controller"
 	"github.com/monolith-go/monolith/pkg/agentctl"
 	"github.com/monolith-go/monolith/pkg/backend"
-	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 )
@@ -40,7 +39,7 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	hosts, chroot, err := parseHosts(servers)
+	hosts, chroot, err := zkreal.ParseHosts(servers)
 	if err != nil {
 		return nil, err
 	}
@@ -49,21 +48,6 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 		return nil, err
 	}
 	return c, nil
-}
-
-// parseHosts splits kazoo's hosts string "host:port,host:port/chroot".
-func parseHosts(s string) (hosts []string, chroot string, err error) {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		s, chroot = s[:i], s[i:]
-	}
-	for _, h := range strings.Split(s, ",") {
-		if h = strings.TrimSpace(h); h == "" {
-			return nil, "", errkind.New(errkind.Value, "zk_servers %q: empty host", s)
-		}
-		hosts = append(hosts, h)
-	}
-	return hosts, chroot, nil
 }
 
 // usageError marks errors of the command line or its input (exit status 2).

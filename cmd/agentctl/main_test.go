@@ -374,23 +374,3 @@ func TestCommandLine(t *testing.T) {
 		})
 	}
 }
-
-func TestParseHosts(t *testing.T) {
-	tests := []struct {
-		in         string
-		wantHosts  string
-		wantChroot string
-		wantErr    bool
-	}{
-		{in: "127.0.0.1:2181", wantHosts: "[127.0.0.1:2181]"},
-		{in: "a:1,b:2/monolith", wantHosts: "[a:1 b:2]", wantChroot: "/monolith"},
-		{in: "a:1, ,b:2", wantErr: true},
-		{in: "", wantErr: true},
-	}
-	for _, tc := range tests {
-		hosts, chroot, err := parseHosts(tc.in)
-		if (err != nil) != tc.wantErr || (err == nil && (strings.Join(hosts, " ") != strings.Trim(tc.wantHosts, "[]") || chroot != tc.wantChroot)) {
-			t.Errorf("parseHosts(%q) = %q, %q, %v; want %s, %q, error %v", tc.in, hosts, chroot, err, tc.wantHosts, tc.wantChroot, tc.wantErr)
-		}
-	}
-}

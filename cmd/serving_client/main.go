@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -34,7 +33,7 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	hosts, chroot, err := parseServers(servers)
+	hosts, chroot, err := zkreal.ParseHosts(servers)
 	if err != nil {
 		return nil, err
 	}
@@ -48,22 +47,6 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 		return nil, err
 	}
 	return c, nil
-}
-
-// parseServers splits kazoo's hosts string "host:port,host:port/chroot".
-func parseServers(s string) (hosts []string, chroot string, err error) {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		s, chroot = s[:i], s[i:]
-	}
-	for _, h := range strings.Split(s, ",") {
-		h = strings.TrimSpace(h)
-		if h == "" {
-			return nil, "", errkind.New(errkind.Value, "zk_servers %q: empty host", s)
-		}
-		hosts = append(hosts, h)
-	}
-	return hosts, chroot, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dialFunc) int {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -291,27 +290,5 @@ func TestTimeout(t *testing.T) {
 	code := run(context.Background(), []string{"--zk_servers=h:1", "--bzid=gip", "--model_name=m", "--timeout=20ms"}, io.Discard, &errOut, blocked)
 	if code != 1 || !strings.Contains(errOut.String(), "connect to h:1: context deadline exceeded") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
-	}
-}
-
-func TestParseServers(t *testing.T) {
-	cases := []struct {
-		in     string
-		hosts  []string
-		chroot string
-		err    bool
-	}{
-		{in: "127.0.0.1:2181", hosts: []string{"127.0.0.1:2181"}},
-		{in: " a:1, b:2 ", hosts: []string{"a:1", "b:2"}},
-		{in: "a:1,b:2/monolith/serving", hosts: []string{"a:1", "b:2"}, chroot: "/monolith/serving"},
-		{in: "[::1]:2181", hosts: []string{"[::1]:2181"}},
-		{in: "a:1,,b:2", err: true},
-		{in: "/chroot", err: true},
-	}
-	for _, c := range cases {
-		hosts, chroot, err := parseServers(c.in)
-		if (err != nil) != c.err || (!c.err && (!reflect.DeepEqual(hosts, c.hosts) || chroot != c.chroot)) {
-			t.Errorf("parseServers(%q) = %q %q %v", c.in, hosts, chroot, err)
-		}
 	}
 }

@@ -334,7 +334,7 @@ func dialZK(ctx context.Context, conf *agentconf.AgentConfig, timeout time.Durat
 	if conf.ZKServers == nil || strings.TrimSpace(*conf.ZKServers) == "" {
 		return nil, errkind.New(errkind.Value, "zk_servers is not set")
 	}
-	hosts, chroot, err := ParseZKServers(*conf.ZKServers)
+	hosts, chroot, err := zkreal.ParseHosts(*conf.ZKServers)
 	if err != nil {
 		return nil, err
 	}
@@ -343,23 +343,4 @@ func dialZK(ctx context.Context, conf *agentconf.AgentConfig, timeout time.Durat
 		return nil, err
 	}
 	return c, nil
-}
-
-// ParseZKServers splits kazoo's hosts string "host:port,host:port/chroot" into hosts and chroot.
-func ParseZKServers(s string) (hosts []string, chroot string, err error) {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '/'); i >= 0 {
-		s, chroot = s[:i], s[i:]
-	}
-	if chroot == "/" {
-		chroot = ""
-	}
-	for _, h := range strings.Split(s, ",") {
-		h = strings.TrimSpace(h)
-		if h == "" {
-			return nil, "", errkind.New(errkind.Value, "zk_servers %q: empty host", s)
-		}
-		hosts = append(hosts, h)
-	}
-	return hosts, chroot, nil
 }

@@ -449,21 +449,8 @@ func TestAgentRealZooKeeper(t *testing.T) {
 	}
 }
 
-func TestParseZKServers(t *testing.T) {
-	for _, c := range []struct {
-		in, hosts, chroot string
-		err               bool
-	}{
-		{"127.0.0.1:2181", "[127.0.0.1:2181]", "", false},
-		{" a:1, b:2/monolith/x ", "[a:1 b:2]", "/monolith/x", false},
-		{"a:1/", "[a:1]", "", false},
-		{"a:1,,b:2", "", "", true},
-	} {
-		hosts, chroot, err := ParseZKServers(c.in)
-		if (err != nil) != c.err || (err == nil && (fmt.Sprint(hosts) != c.hosts || chroot != c.chroot)) {
-			t.Errorf("ParseZKServers(%q) = %v %q %v, want %s %q (error %v)", c.in, hosts, chroot, err, c.hosts, c.chroot, c.err)
-		}
-	}
+// Without zk_servers an agent that must connect itself fails with a Value error.
+func TestStartWithoutZKServers(t *testing.T) {
 	conf := newConf(t, nil, func(f *utilsspec.AgentConfig) { f.DeployType = ptr("ps") })
 	a, err := New(conf, Options{Logger: quiet})
 	if err != nil {
