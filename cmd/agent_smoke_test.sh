@@ -1,13 +1,39 @@
 #!/usr/bin/env bash
-# The README's `bazel run //cmd:agent`: the alias resolves, the binary runs with no flags (built-in
-# example config) and exits 0, and --help lists the generated flags.
+# The README's `bazel run //cmd:agent`: with no flags the binary runs its embedded demo (in-process
+# ZooKeeper and TF Serving, nothing installed). --exit_after stops it, and every wait is bounded, so
+# the test cannot hang. Checks the demo's guide, its status endpoint (/healthz, /status over bash's
+# /dev/tcp: no curl needed), its clean exit, --help's flags, and exit status 2 for a bad flag.
 set -euo pipefail
 agent="$1"
-out=$("$agent")
-grep -q "agent configuration from built-in example" <<<"$out" || { echo "no example config output:"; echo "$out"; exit 1; }
-grep -q "ps (gRPC port" <<<"$out" || { echo "no PS command line:"; echo "$out"; exit 1; }
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+
+timeout 50 "$agent" --exit_after=4s >"$out" 2>&1 &
+pid=$!
+url=""
+for _ in $(seq 200); do
+  url=$(grep -o 'status endpoint  http://[0-9.]*:[0-9]*' "$out" | grep -o 'http://.*' || true)
+  [ -n "$url" ] && break
+  sleep 0.05
+done
+[ -n "$url" ] || { echo "no status endpoint in the demo's output:"; cat "$out"; exit 1; }
+hostport=${url#http://}
+get() { # get PATH: the body of an HTTP/1.0 GET
+  exec 3<>"/dev/tcp/${hostport%:*}/${hostport#*:}"
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$hostport" >&3
+  sed '1,/^\r$/d' <&3
+  exec 3>&-
+}
+[ "$(get /healthz)" = "ok" ] || { echo "/healthz is not ok"; exit 1; }
+get /status | grep -q '"path": "/demo/layouts/demo_layout"' || { echo "/status lacks the layout:"; get /status; exit 1; }
+if wait "$pid"; then :; else echo "the demo exited with status $?:"; cat "$out"; exit 1; fi
+for want in "Monolith agent demo" "layout /demo/layouts/demo_layout lists demo_model:entry" "Press Ctrl-C to stop." \
+  "agent stopped (--exit_after 4s elapsed)"; do
+  grep -qF -- "$want" "$out" || { echo "the demo's output lacks '$want':"; cat "$out"; exit 1; }
+done
+
 help=$("$agent" --help)
-for flag in --conf=PATH --tfs_log=PATH; do
+for flag in --conf=PATH --tfs_log=PATH --status_addr= --exit_after= --log_level=; do
   grep -q -- "$flag" <<<"$help" || { echo "--help lacks $flag:"; echo "$help"; exit 1; }
 done
 if "$agent" --no-such-flag 2>/dev/null; then echo "a bad flag must fail"; exit 1; else code=$?; fi

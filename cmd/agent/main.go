@@ -1,47 +1,64 @@
-// Command agent is the Monolith serving agent. Until the agent itself lands it loads and validates the
-// configuration and prints the effective settings and the TF Serving command lines it would run:
-// with --conf the operator's agent.conf, without it a built-in example.
+// Command agent is the Monolith serving agent (monolith/agent_service/agent.py).
+//
+// With --conf it runs the agent the agent.conf describes (agent_version 1 or 3) against the real
+// ZooKeeper (zk_servers) and TF Serving (MONOLITH_TFS_BINARY) until SIGINT or SIGTERM, with an
+// HTTP status endpoint (--status_addr: /healthz, /status, /metrics).
+//
+// With no --conf it runs a self-contained demo that needs nothing installed: an in-process
+// ZooKeeper (zkfake) holding a demo model's saved models and layout, an in-process fake TF Serving
+// (faketfs) on a local port, and agent v3 configured by the built-in example.conf, serving the
+// layout's saved models that pass its filters, with its AgentService and status endpoint on local
+// ports. It prints what it started and what to try, and stops on Ctrl-C (or after --exit_after).
+//
+// Exit status: 0 after a clean stop, 1 when the agent could not start or stopped serving (TF
+// Serving exited, the model manager failed), 2 for a bad command line or configuration.
 package main
 
 import (
-	_ "embed"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"path/filepath"
+	"os/signal"
+	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	agentspec "github.com/monolith-go/monolith/gen/spec/agent_service/agent"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
-	"github.com/monolith-go/monolith/pkg/agentconf"
+	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
+	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
 )
-
-//go:embed example.conf
-var exampleConf []byte
 
 // cli is the agent's command line: the flags the specs declare.
 type cli struct {
 	utilsspec.ConfFlags
 	agentspec.AgentFlags
+	agentspec.RunFlags
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	stop()
+	os.Exit(code)
 }
 
-// usageError marks errors that exit with status 2 (bad flags or configuration).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-
-func run(args []string, stdout, stderr io.Writer) int {
+// run runs the command and returns its exit status. ready, when set, also gets the agent once it
+// runs (tests).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(agentrun.Ready)) int {
 	var c cli
 	exit := -1
 	parser, err := kong.New(&c,
 		kong.Name("agent"),
-		kong.Description("Monolith serving agent: runs next to TensorFlow Serving, driven by ZooKeeper."),
+		kong.Description("Monolith serving agent: runs next to TensorFlow Serving, driven by ZooKeeper. "+
+			"Without --conf it runs a self-contained demo (in-process ZooKeeper and TF Serving)."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exit = code }),
 	)
@@ -56,58 +73,71 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if exit >= 0 { // --help
 		return exit
 	}
-	if err := describe(c, stdout); err != nil {
-		fmt.Fprintln(stderr, "agent:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
+	if c.ExitAfter < 0 {
+		fmt.Fprintln(stderr, "agent: --exit_after must not be negative")
+		return 2
 	}
-	return 0
+	name := c.LogLevel
+	if name == "auto" {
+		name = "info"
+		if c.Conf == "" {
+			name = "warn"
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(name)); err != nil {
+		fmt.Fprintln(stderr, "agent:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if c.ExitAfter > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.ExitAfter, fmt.Errorf("--exit_after %v elapsed", c.ExitAfter))
+		defer cancel()
+	}
+	onReady := func(r agentrun.Ready) {
+		if ready != nil {
+			ready(r)
+		}
+	}
+	if c.Conf == "" {
+		err = runDemo(ctx, c, stdout, log, onReady)
+	} else {
+		err = agentrun.Main(ctx, agentrun.Options{
+			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log,
+			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
+		})
+	}
+	if err == nil {
+		fmt.Fprintf(stdout, "agent stopped (%v)\n", context.Cause(ctx))
+	}
+	return exitCode(err, stderr)
 }
 
-func describe(c cli, w io.Writer) error {
-	path := c.Conf
-	source := path
-	if path == "" {
-		dir, err := os.MkdirTemp("", "monolith-agent")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		path = filepath.Join(dir, "example.conf")
-		if err := os.WriteFile(path, exampleConf, 0o644); err != nil {
-			return err
-		}
-		source = "built-in example (pass --conf FILE for your own)"
+// exitCode prints err as one line and maps it to the exit status.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
 	}
-	cfg, err := agentconf.FromFile(path, agentconf.Options{})
-	if err != nil {
-		return usageError{err}
+	fmt.Fprintln(stderr, "agent:", err)
+	var ce *agentrun.ConfigError
+	if errors.As(err, &ce) {
+		return 2
 	}
-	fmt.Fprintf(w, "agent configuration from %s\n", source)
-	fmt.Fprintf(w, "tfs log: %s\n\n[config]\n", c.TFSLog)
-	for _, s := range cfg.Settings() {
-		fmt.Fprintf(w, "%s = %s\n", s.Name, s.Value)
+	return 1
+}
+
+// printRunning says where a configured agent can be reached.
+func printRunning(w io.Writer, r agentrun.Ready) {
+	prefix := "agent"
+	if r.MPSIndex >= 0 {
+		prefix = fmt.Sprintf("agent (dense service %d)", r.MPSIndex)
 	}
-	fmt.Fprintln(w, "\n[properties]")
-	for _, s := range cfg.Properties() {
-		fmt.Fprintf(w, "%s = %s\n", s.Name, s.Value)
+	fmt.Fprintf(w, "%s v%d running (deploy_type %s, tfs log %s)\n", prefix, r.Config.AgentVersion, r.Config.Deploy, r.TFSLog)
+	if r.StatusURL != "" {
+		fmt.Fprintf(w, "  status endpoint  %s  (/healthz, /status, /metrics)\n", r.StatusURL)
 	}
-	fmt.Fprintln(w, "\n[TF Serving command lines]")
-	for _, st := range cfg.ServerTypes() {
-		cmd, port, err := cfg.CmdAndPort("tensorflow_model_server", st, "<model_config_file>")
-		if err != nil {
-			return err
-		}
-		name := st
-		if name == "" {
-			name = string(cfg.Deploy)
-		}
-		fmt.Fprintf(w, "%s (gRPC port %d):\n  %s\n", name, port, cmd)
+	if a, ok := r.Agent.(*agentv3.Agent); ok {
+		fmt.Fprintf(w, "  AgentService     %s\n  model config     %s\n", a.AgentServiceAddr(), a.ModelConfigFile())
 	}
-	fmt.Fprintln(w, "\nThe agent itself (ZooKeeper registration, TF Serving supervision, AgentService) is not built yet;")
-	fmt.Fprintln(w, "this binary validates configurations. Try: agent --help, agent --conf path/to/agent.conf")
-	return nil
 }

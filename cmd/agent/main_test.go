@@ -2,18 +2,105 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
+	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
+	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
+	"github.com/monolith-go/monolith/pkg/agentsvc"
+	"github.com/monolith-go/monolith/pkg/zk"
+	"github.com/monolith-go/monolith/pkg/zk/zkreal"
+	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
 
-func TestRun(t *testing.T) {
+var fakeTFSBinary = flag.String("fake_tfs", "", "path of the fake_tfs binary (Bazel passes it; go test builds it)")
+
+// fakeTFS returns the fake TF Serving binary: the one Bazel built, or one go build makes now.
+func fakeTFS(t *testing.T) string {
+	t.Helper()
+	if *fakeTFSBinary != "" {
+		if srcdir := os.Getenv("TEST_SRCDIR"); srcdir != "" {
+			return filepath.Join(srcdir, os.Getenv("TEST_WORKSPACE"), *fakeTFSBinary)
+		}
+		p, err := filepath.Abs(*fakeTFSBinary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bin := filepath.Join(t.TempDir(), "fake_tfs")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/monolith-go/monolith/cmd/fake_tfs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build fake_tfs: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func noLeak(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the command's writes and the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestFlagsAndConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	good := filepath.Join(dir, "good.conf")
-	os.WriteFile(good, []byte("bzid b\nbase_name m\ndeploy_type entry\nagent_version 2\n"), 0o644)
-	bad := filepath.Join(dir, "bad.conf")
-	os.WriteFile(bad, []byte("bzid b\ndeploy_type entry\nnum_ps many\n"), 0o644)
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.conf", "bzid b\ndeploy_type entry\nnum_ps many\n")
+	v2 := write("v2.conf", "bzid b\ndeploy_type unified\nagent_version 2\nlayout_pattern l\n")
+	v5 := write("v5.conf", "bzid b\ndeploy_type unified\nagent_version 5\n")
+	v3entry := write("v3entry.conf", "bzid b\ndeploy_type entry\nagent_version 3\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -21,17 +108,21 @@ func TestRun(t *testing.T) {
 		wantOut  []string
 		wantErr  string
 	}{
-		{"help", []string{"--help"}, 0, []string{"--conf=PATH", "--tfs_log=PATH", "/var/log/tfs.std.log"}, ""},
-		{"example", nil, 0, []string{"built-in example", "deploy_type = 'mixed'", "entry (gRPC port", "ps (gRPC port", "--log_conf=../conf/log4j_ps.properties"}, ""},
-		{"conf", []string{"--conf", good}, 0, []string{"deploy_type = 'entry'", "entry (gRPC port", "--model_config_file_poll_wait_seconds=0"}, ""},
+		{"help", []string{"--help"}, 0, []string{"--conf=PATH", "--tfs_log=PATH", "/var/log/tfs.std.log", "--status_addr=",
+			"127.0.0.1:0", "--exit_after=", "--log_level=", "self-contained demo"}, ""},
 		{"bad value", []string{"--conf", bad}, 2, nil, `bad.conf:3: num_ps "many": not a number`},
 		{"missing conf", []string{"--conf", filepath.Join(dir, "nope.conf")}, 2, nil, "no such file"},
 		{"unknown flag", []string{"--bogus"}, 2, nil, "unknown flag --bogus"},
+		{"bad log level", []string{"--log_level=loud"}, 2, nil, "--log_level"},
+		{"negative exit_after", []string{"--exit_after=-1s"}, 2, nil, "--exit_after must not be negative"},
+		{"agent_version 2", []string{"--conf", v2}, 2, nil, "agent_version v2 is not support"},
+		{"agent_version 5", []string{"--conf", v5}, 2, nil, "agent_version error 5"},
+		{"v3 not unified", []string{"--conf", v3entry}, 2, nil, "agent v3 only supports unified deploy_type, got entry"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			code := run(tc.args, &out, &errb)
+			code := run(context.Background(), tc.args, &out, &errb, nil)
 			if code != tc.wantCode {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errb.String())
 			}
@@ -41,13 +132,208 @@ func TestRun(t *testing.T) {
 				}
 			}
 			if tc.wantErr != "" {
-				if !strings.Contains(errb.String(), tc.wantErr) {
-					t.Errorf("stderr lacks %q:\n%s", tc.wantErr, errb.String())
-				}
-				if strings.Count(strings.TrimSpace(errb.String()), "\n") > 0 && tc.name != "unknown flag" {
-					t.Errorf("want one line on stderr, got:\n%s", errb.String())
+				lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+				last := lines[len(lines)-1]
+				if !strings.Contains(last, tc.wantErr) || !strings.HasPrefix(last, "agent: ") {
+					t.Errorf("stderr's last line %q lacks %q", last, tc.wantErr)
 				}
 			}
 		})
 	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: %d %s", url, resp.StatusCode, body)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// started runs the command in the background and returns what it reported once the agent runs,
+// and a function that cancels it and returns its exit status.
+func started(t *testing.T, args []string, stdout, stderr io.Writer) (agentrun.Ready, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	readyCh := make(chan agentrun.Ready, 1)
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, args, stdout, stderr, func(r agentrun.Ready) { readyCh <- r }) }()
+	select {
+	case r := <-readyCh:
+		return r, func() int { cancel(); return <-code }
+	case c := <-code:
+		cancel()
+		t.Fatalf("exited with %d before the agent ran\nstderr:\n%s", c, stderr)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("the agent did not start")
+	}
+	return agentrun.Ready{}, nil
+}
+
+// TestDemo runs the command with no flags: the embedded demo serves the demo model's entry and
+// even PS shards, binds them, answers HeartBeat and the status endpoint, prints its guide and
+// stops cleanly.
+func TestDemo(t *testing.T) {
+	noLeak(t)
+	var stdout, stderr syncBuffer
+	r, stop := started(t, nil, &stdout, &stderr)
+	want := []string{"demo_model:entry", "demo_model:ps_0", "demo_model:ps_2"}
+	var rep agentstatus.Report
+	eventually(t, "the demo's models to be AVAILABLE and bound", func() bool {
+		rep = agentstatus.Report{}
+		getJSON(t, r.StatusURL+"/status", &rep)
+		n := 0
+		for _, m := range rep.Models {
+			if m.State == "AVAILABLE" {
+				n++
+			}
+		}
+		return n == len(want) && slices.Equal(rep.Bound, want)
+	})
+	loaded := []string{}
+	for _, e := range rep.Layout.Entries {
+		if e.Loaded {
+			loaded = append(loaded, e.SavedModel)
+		}
+	}
+	if !slices.Equal(loaded, want) || len(rep.Layout.Entries) != 5 {
+		t.Errorf("layout: %+v", rep.Layout)
+	}
+	a := r.Agent.(*agentv3.Agent)
+	eventually(t, "the bindings to reach the service map", func() bool { return len(a.AddrsMap()) == len(want) })
+	c, err := agentsvc.Dial(localAddr(a.AgentServiceAddr()), agentsvc.ClientOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.HeartBeat(context.Background(), pb.ServerType_ENTRY)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tfsAddr := *a.ServiceInfo().GRPC
+	for _, name := range want {
+		if got := resp.GetAddresses()[name].GetAddress(); !slices.Equal(got, []string{tfsAddr}) {
+			t.Errorf("HeartBeat[%s] = %v, want [%s]", name, got, tfsAddr)
+		}
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, w := range []string{"Monolith agent demo", "layout /demo/layouts/demo_layout lists demo_model:entry",
+		"curl " + r.StatusURL + "/status", "--cmd_type=hb", "Press Ctrl-C to stop.", "agent stopped (context canceled)"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(stderr.String(), "level=INFO") {
+		t.Errorf("the demo logs at info by default:\n%s", stderr.String())
+	}
+}
+
+// TestExitAfter: --exit_after stops the demo by itself with status 0.
+func TestExitAfter(t *testing.T) {
+	noLeak(t)
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--exit_after=300ms", "--status_addr="}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "agent stopped (--exit_after 300ms elapsed)") || strings.Contains(out, "curl") {
+		t.Errorf("stdout:\n%s", out)
+	}
+}
+
+// TestConf runs the command with --conf against a real ZooKeeper, with cmd/fake_tfs as TF
+// Serving (MONOLITH_TFS_BINARY): the agent loads the published model, binds it and stops cleanly;
+// with a TF Serving that exits at once the command exits with status 1.
+func TestConf(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithTickTime(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ctl, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{srv.Addr()}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	if _, err := ctl.Create(ctx, "/cli/saved_models/m/entry", []byte(`{"model_base_path": "/m/entry", "version_policy": "latest"}`),
+		zk.CreateOptions{MakePath: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.EnsurePath(ctx, "/cli/layouts/l/m:entry"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "agent.conf")
+	text := fmt.Sprintf("bzid cli\ndeploy_type unified\nagent_version 3\nzk_servers %s\nlayout_pattern l\n", srv.Addr())
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MY_HOST_IP", "127.0.0.1")
+	t.Setenv("MY_POD_NAME", "cli-0")
+	args := []string{"--conf", conf, "--tfs_log", filepath.Join(dir, "tfs.log")}
+
+	t.Run("serves", func(t *testing.T) {
+		noLeak(t)
+		t.Setenv(agentv3.TFSBinaryEnv, fakeTFS(t))
+		var stdout, stderr syncBuffer
+		r, stop := started(t, args, &stdout, &stderr)
+		eventually(t, "m:entry to be bound", func() bool {
+			var rep agentstatus.Report
+			getJSON(t, r.StatusURL+"/status", &rep)
+			return slices.Equal(rep.Bound, []string{"m:entry"}) && len(rep.Models) == 1 && rep.Models[0].State == "AVAILABLE"
+		})
+		kids, err := ctl.Children(ctx, "/cli/binding/m")
+		if err != nil || len(kids) != 1 || !strings.HasPrefix(kids[0], "entry:") {
+			t.Errorf("bindings %v, %v", kids, err)
+		}
+		if code := stop(); code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+		}
+		if out := stdout.String(); !strings.Contains(out, "agent v3 running (deploy_type unified") || !strings.Contains(out, "status endpoint  http://") {
+			t.Errorf("stdout:\n%s", out)
+		}
+		eventually(t, "the binding to go", func() bool {
+			kids, _ := ctl.Children(ctx, "/cli/binding/m/entry")
+			return len(kids) == 0
+		})
+	})
+	t.Run("tf serving exits", func(t *testing.T) {
+		noLeak(t)
+		// A TF Serving that exits at once with status 1.
+		bin := filepath.Join(dir, "exits")
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(agentv3.TFSBinaryEnv, bin)
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, args, &stdout, &stderr, nil)
+		if code != 1 || !strings.Contains(stderr.String(), "agent: agent v3: tf serving exited with code 1") {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
+		}
+	})
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(m.Run())
 }

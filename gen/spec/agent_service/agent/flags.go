@@ -2,7 +2,16 @@
 
 package agentspec
 
+import "time"
+
 // AgentFlags: the flags agent.py defines.
 type AgentFlags struct {
 	TFSLog string `name:"tfs_log" help:"The tfs log file path (default: ${default})" default:"/var/log/tfs.std.log" env:"MONOLITH_TFS_LOG" placeholder:"PATH"`
+}
+
+// RunFlags: the Go agent command's own flags (the reference has none of them).
+type RunFlags struct {
+	StatusAddr string        `name:"status_addr" help:"listen address of the HTTP status endpoint (/healthz, /status, /metrics); port 0 picks a free port, printed at start; empty: no endpoint (default: ${default})" default:"127.0.0.1:0" env:"MONOLITH_AGENT_STATUS_ADDR"`
+	ExitAfter  time.Duration `name:"exit_after" help:"stop the agent after this long, as SIGTERM would (0: run until SIGINT or SIGTERM) (default: ${default})" default:"0s"`
+	LogLevel   string        `name:"log_level" help:"level of the agent's log on stderr; auto: info with --conf, warn in the demo (whose output is its guide) (default: ${default})" default:"auto" enum:"auto,debug,info,warn,error"`
 }

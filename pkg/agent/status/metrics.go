@@ -1,0 +1,234 @@
+package agentstatus
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/monolith-go/monolith/pkg/zk"
+)
+
+// Namespace prefixes every metric of the agent.
+const Namespace = "monolith_agent"
+
+// Metrics are the agent's Prometheus metrics, on a registry of their own (so tests and several
+// agents in one process do not collide). Every method is safe for concurrent use and does nothing
+// on a nil *Metrics, so an agent built without metrics needs no checks.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	rpcs          *prometheus.CounterVec
+	rpcSeconds    *prometheus.HistogramVec
+	reloads       *prometheus.CounterVec
+	reloadSeconds prometheus.Histogram
+	layouts       *prometheus.CounterVec
+	syncs         *prometheus.CounterVec
+	reports       *prometheus.CounterVec
+	zkStates      *prometheus.CounterVec
+	zkConnected   prometheus.Gauge
+	zkWatchEvents *prometheus.CounterVec
+	models        *prometheus.GaugeVec
+	mmCounters    *prometheus.CounterVec
+	mmStores      *prometheus.GaugeVec
+}
+
+// NewMetrics registers the agent's metrics, and the Go runtime and process collectors, on a new
+// registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "rpc_requests_total",
+			Help: "AgentService RPCs handled, by method and gRPC status code."}, []string{"method", "code"}),
+		rpcSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "rpc_duration_seconds",
+			Help:    "AgentService RPC latency, by method.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}, []string{"method"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tfs_reloads_total",
+			Help: "Model server configs sent to TF Serving (HandleReloadConfigRequest), by result (ok, error)."}, []string{"result"}),
+		reloadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "tfs_reload_duration_seconds",
+			Help: "Latency of TF Serving reloads.", Buckets: prometheus.ExponentialBuckets(.001, 4, 10)}),
+		layouts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "layout_updates_total",
+			Help: "Layout callbacks, by result: written (a new model server config), unchanged, error (the previous config stays)."}, []string{"result"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "binding_syncs_total",
+			Help: "Syncs of the available saved models into bindings, by result (ok, error)."}, []string{"result"}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "service_info_reports_total",
+			Help: "Service info reports, by result (ok, error)."}, []string{"result"}),
+		zkStates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "zk_state_changes_total",
+			Help: "ZooKeeper connection state changes, by new state (CONNECTED, SUSPENDED, LOST)."}, []string{"state"}),
+		zkConnected: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "zk_connected",
+			Help: "1 while the ZooKeeper session is connected, else 0."}),
+		zkWatchEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "zk_watch_events_total",
+			Help: "ZooKeeper watch calls, by watch kind (data, children) and event (INITIAL for the first call, NONE, CREATED, DELETED, CHANGED, CHILD)."},
+			[]string{"kind", "event"}),
+		models: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "tfs_models",
+			Help: "Models in TF Serving's config, by state of their newest available (else newest) version, as last read."}, []string{"state"}),
+		mmCounters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "model_manager_events_total",
+			Help: "The model manager's counters (loop_once_failed), by name and model."}, []string{"name", "model"}),
+		mmStores: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "model_manager_delay_seconds",
+			Help: "The model manager's delays (version.delay, update.delay), by name and model."}, []string{"name", "model"}),
+	}
+	m.reg.MustRegister(m.rpcs, m.rpcSeconds, m.reloads, m.reloadSeconds, m.layouts, m.syncs, m.reports,
+		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the registry the metrics are on (to add more, or to gather them).
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Handler serves the metrics in the Prometheus text format; nil Metrics serve 404.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+// UnaryServerInterceptor counts and times the gRPC calls of a server (the AgentService), by the
+// method's short name and the status code of its answer.
+func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if m == nil {
+			return handler(ctx, req)
+		}
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		method := shortMethod(info.FullMethod)
+		m.rpcSeconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
+		m.rpcs.WithLabelValues(method, status.Code(err).String()).Inc()
+		return resp, err
+	}
+}
+
+// shortMethod is "HeartBeat" for "/monolith.serving.agent_service.AgentService/HeartBeat".
+func shortMethod(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			return full[i+1:]
+		}
+	}
+	return full
+}
+
+// ObserveReload records one TF Serving reload and how long it took.
+func (m *Metrics) ObserveReload(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.reloads.WithLabelValues(result(err)).Inc()
+	m.reloadSeconds.Observe(d.Seconds())
+}
+
+// Layout results (LayoutUpdate's argument).
+const (
+	LayoutWritten   = "written"
+	LayoutUnchanged = "unchanged"
+	LayoutError     = "error"
+)
+
+// LayoutUpdate records one layout callback with its result (LayoutWritten, LayoutUnchanged,
+// LayoutError).
+func (m *Metrics) LayoutUpdate(res string) {
+	if m == nil {
+		return
+	}
+	m.layouts.WithLabelValues(res).Inc()
+}
+
+// Sync records one sync of the available saved models into bindings.
+func (m *Metrics) Sync(err error) {
+	if m == nil {
+		return
+	}
+	m.syncs.WithLabelValues(result(err)).Inc()
+}
+
+// Report records one service info report.
+func (m *Metrics) Report(err error) {
+	if m == nil {
+		return
+	}
+	m.reports.WithLabelValues(result(err)).Inc()
+}
+
+// SetModelStates sets the tfs_models gauge from a count of models per state name; states not in
+// counts drop to 0.
+func (m *Metrics) SetModelStates(counts map[string]int) {
+	if m == nil {
+		return
+	}
+	m.models.Reset()
+	for st, n := range counts {
+		m.models.WithLabelValues(st).Set(float64(n))
+	}
+}
+
+// TrackZK counts c's connection state changes and sets zk_connected from now on; the returned
+// function stops it.
+func (m *Metrics) TrackZK(c zk.Client) (stop func()) {
+	if m == nil || c == nil {
+		return func() {}
+	}
+	m.setConnected(c.State())
+	return c.AddListener(func(s zk.State) {
+		m.zkStates.WithLabelValues(s.String()).Inc()
+		m.setConnected(s)
+	})
+}
+
+func (m *Metrics) setConnected(s zk.State) {
+	if s == zk.StateConnected {
+		m.zkConnected.Set(1)
+	} else {
+		m.zkConnected.Set(0)
+	}
+}
+
+func (m *Metrics) watchEvent(kind string, ev *zk.WatchEvent) {
+	name := "INITIAL"
+	if ev != nil {
+		name = ev.Type.String()
+	}
+	m.zkWatchEvents.WithLabelValues(kind, name).Inc()
+}
+
+// ModelManager adapts the metrics to the model manager's metrics client (modelmgr.Metrics):
+// counters become model_manager_events_total, stores model_manager_delay_seconds (the model
+// manager's stores are delays in seconds).
+func (m *Metrics) ModelManager() *ModelManagerMetrics { return &ModelManagerMetrics{m: m} }
+
+// ModelManagerMetrics implements modelmgr.Metrics on Metrics.
+type ModelManagerMetrics struct{ m *Metrics }
+
+// EmitCounter implements modelmgr.Metrics.
+func (a *ModelManagerMetrics) EmitCounter(name string, value int64, tags map[string]string) {
+	if a == nil || a.m == nil || value < 0 {
+		return
+	}
+	a.m.mmCounters.WithLabelValues(name, tags["model"]).Add(float64(value))
+}
+
+// EmitStore implements modelmgr.Metrics.
+func (a *ModelManagerMetrics) EmitStore(name string, value int64, tags map[string]string) {
+	if a == nil || a.m == nil {
+		return
+	}
+	a.m.mmStores.WithLabelValues(name, tags["model"]).Set(float64(value))
+}

@@ -1,0 +1,115 @@
+// Package agentstatus is the agent's HTTP status endpoint and its Prometheus metrics:
+//
+//	/healthz   200 "ok" while the agent serves, 503 and the reason otherwise (a liveness probe)
+//	/status    the agent's state as JSON (Report): its config, ZooKeeper connection, layout,
+//	           the models in TF Serving with their states, and the bindings
+//	/metrics   Prometheus text format: AgentService RPC counts and latency, TF Serving reloads,
+//	           layout updates, binding syncs, ZooKeeper state changes and watch events
+//
+// The reference has no such endpoint; it is an addition of the port.
+package agentstatus
+
+import (
+	"context"
+	"time"
+)
+
+// Report is the agent's state as /status serves it. Agents fill what applies to them; empty parts
+// are left out of the JSON.
+type Report struct {
+	Agent     AgentSummary `json:"agent"`
+	ZooKeeper ZKSummary    `json:"zookeeper"`
+	// Layout is agent v3's layout: the saved models it lists and which of them are loaded.
+	Layout *LayoutSummary `json:"layout,omitempty"`
+	// Models are the models of TF Serving's config with the state TF Serving reports.
+	Models []ModelStatus `json:"models"`
+	// ModelsError says why Models could not be read ("" when they were).
+	ModelsError string `json:"models_error,omitempty"`
+	// Bound are the saved models ("model:sub_graph") this container advertises as served.
+	Bound []string `json:"bound"`
+	// Bindings: model -> sub graph -> the addresses of the containers bound to it (the
+	// AgentService's address table).
+	Bindings map[string]map[string][]string `json:"bindings"`
+	// LastReload is the last model server config sent to TF Serving.
+	LastReload *ReloadSummary `json:"last_reload,omitempty"`
+}
+
+// AgentSummary is the agent's configuration and identity.
+type AgentSummary struct {
+	Version    int    `json:"version"`
+	DeployType string `json:"deploy_type"`
+	Bzid       string `json:"bzid"`
+	BaseName   string `json:"base_name,omitempty"`
+	// Container is "cluster:id", the name of this container's bindings and service info.
+	Container string `json:"container,omitempty"`
+	ShardID   int    `json:"shard_id"`
+	NumShard  int    `json:"num_shard"`
+	ReplicaID int    `json:"replica_id"`
+	ConfPath  string `json:"conf_path,omitempty"`
+	TFSLog    string `json:"tfs_log,omitempty"`
+	// ModelConfigFile is TF Serving's --model_config_file.
+	ModelConfigFile string `json:"model_config_file,omitempty"`
+	// Addresses this container advertises (its service info): grpc, http, archon, agent.
+	Addresses map[string]string `json:"addresses,omitempty"`
+	// AgentService is the address the AgentService listens on.
+	AgentService string    `json:"agent_service,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
+	Running      bool      `json:"running"`
+}
+
+// ZKSummary is the ZooKeeper connection.
+type ZKSummary struct {
+	Servers string `json:"servers"`
+	// State is CONNECTED, SUSPENDED or LOST.
+	State string `json:"state"`
+}
+
+// LayoutSummary is agent v3's layout as last delivered by ZooKeeper.
+type LayoutSummary struct {
+	Path    string        `json:"path"`
+	Filters []string      `json:"filters"`
+	Entries []LayoutEntry `json:"entries"`
+	// UpdatedAt is when the layout callback last ran (zero before the first).
+	UpdatedAt time.Time `json:"updated_at"`
+	// Error is why the last layout could not be applied ("" when it was; the previous model
+	// server config then stays).
+	Error string `json:"error,omitempty"`
+}
+
+// LayoutEntry is one saved model of the layout.
+type LayoutEntry struct {
+	SavedModel    string  `json:"saved_model"`
+	BasePath      *string `json:"model_base_path"`
+	VersionPolicy *string `json:"version_policy"`
+	// Loaded says whether the filters accept it on this host.
+	Loaded bool `json:"loaded"`
+	// Filter is the filter that accepted it ("" when there are no filters or none did).
+	Filter string `json:"filter,omitempty"`
+}
+
+// ModelStatus is one model's newest AVAILABLE version (else its newest) as TF Serving reports it.
+type ModelStatus struct {
+	Name         string `json:"name"`
+	Version      int64  `json:"version"`
+	State        string `json:"state"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+}
+
+// ReloadSummary is the outcome of the last reload sent to TF Serving.
+type ReloadSummary struct {
+	At     time.Time `json:"at"`
+	Models int       `json:"models"`
+	OK     bool      `json:"ok"`
+	Error  string    `json:"error,omitempty"`
+	// Attempts is how many times this config was sent (retries after failures included).
+	Attempts int `json:"attempts"`
+}
+
+// Source is an agent seen by the status endpoint.
+type Source interface {
+	// Status returns the agent's state; ctx bounds the calls it makes (TF Serving's model status).
+	Status(ctx context.Context) Report
+	// Healthy returns nil while the agent serves, else why not.
+	Healthy() error
+}

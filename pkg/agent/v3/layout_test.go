@@ -1,0 +1,572 @@
+package agentv3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
+	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/pkg/agent/filter"
+	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
+	"github.com/monolith-go/monolith/pkg/backend"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pytext"
+	"github.com/monolith-go/monolith/pkg/tfs"
+	"github.com/monolith-go/monolith/pkg/zk"
+	"github.com/monolith-go/monolith/pkg/zk/zkfake"
+)
+
+func entry(model, sub string, base, policy *string) backend.LayoutEntry {
+	return backend.LayoutEntry{SavedModel: backend.SavedModel{ModelName: model, SubGraph: sub},
+		DeployConfig: backend.SavedModelDeployConfig{ModelBasePath: base, VersionPolicy: policy}}
+}
+
+func TestBuildModelServerConfig(t *testing.T) {
+	latest, specific, all, bogus := ptr("latest"), ptr("SPECIFIC"), ptr("all"), ptr("newest")
+	tests := []struct {
+		name     string
+		filters  []string
+		shard    filter.Params
+		entries  []backend.LayoutEntry
+		want     string   // the config file's text
+		wantN    []string // or only the names of its models
+		wantKind errkind.Kind
+	}{
+		{name: "empty layout", want: "model_config_list {\n}\n"},
+		{name: "no filters: everything, in layout order",
+			entries: []backend.LayoutEntry{entry("m", "ps_1", ptr("/b/ps_1"), latest), entry("m", "entry", ptr("/b/entry"), specific)},
+			want: "model_config_list {\n" +
+				"  config {\n    name: \"m:ps_1\"\n    base_path: \"/b/ps_1\"\n    model_platform: \"tensorflow\"\n    model_version_policy {\n      latest {\n        num_versions: 1\n      }\n    }\n  }\n" +
+				"  config {\n    name: \"m:entry\"\n    base_path: \"/b/entry\"\n    model_platform: \"tensorflow\"\n    model_version_policy {\n      specific {\n        versions: 1\n      }\n    }\n  }\n}\n"},
+		{name: "all policy and no base path",
+			entries: []backend.LayoutEntry{entry("m", "dense", nil, all)},
+			want:    "model_config_list {\n  config {\n    name: \"m:dense\"\n    model_platform: \"tensorflow\"\n    model_version_policy {\n      all {\n      }\n    }\n  }\n}\n"},
+		{name: "shard filters", filters: []string{"entry; True", "ps_{i}; ${shard_id} == i % ${shard_num}"}, shard: filter.Params{ShardID: 1, ShardNum: 2},
+			entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), latest), entry("m", "ps_0", ptr("/0"), latest),
+				entry("m", "ps_1", ptr("/1"), latest), entry("m", "ps_2", ptr("/2"), latest), entry("m", "ps_3", ptr("/3"), latest), entry("m", "dense", ptr("/d"), latest)},
+			wantN: []string{"m:entry", "m:ps_1", "m:ps_3"}},
+		{name: "nothing accepted", filters: []string{"dense; False"}, entries: []backend.LayoutEntry{entry("m", "dense", ptr("/d"), latest)},
+			want: "model_config_list {\n}\n"},
+		{name: "a filter failing on a sub graph fails the layout", filters: []string{"ps_{i}; 1 // (i - 1)"},
+			entries:  []backend.LayoutEntry{entry("m", "ps_0", ptr("/0"), latest), entry("m", "ps_1", ptr("/1"), latest)},
+			wantKind: errkind.Value},
+		{name: "no version policy", entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), nil)}, wantKind: errkind.Attribute},
+		{name: "unknown version policy", entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), bogus)}, wantKind: errkind.Value},
+		{name: "a model the filters reject needs no policy", filters: []string{"entry; True"},
+			entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), latest), entry("m", "ps_0", nil, nil)}, wantN: []string{"m:entry"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, err := filter.ParseAll(tc.filters, tc.shard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, decisions, err := BuildModelServerConfig(fs, tc.entries)
+			if tc.wantKind != errkind.Unknown {
+				if err == nil || errkind.Of(err) != tc.wantKind {
+					t.Fatalf("err = %v (kind %v), want kind %v", err, errkind.Of(err), tc.wantKind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantN != nil {
+				if got := configNames(cfg); !slices.Equal(got, tc.wantN) {
+					t.Errorf("models %v, want %v", got, tc.wantN)
+				}
+			} else if got := pytext.Format(cfg); got != tc.want {
+				t.Errorf("config:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if len(decisions) != len(tc.entries) {
+				t.Errorf("%d decisions for %d entries", len(decisions), len(tc.entries))
+			}
+		})
+	}
+}
+
+func configNames(cfg *servingconfig.ModelServerConfig) []string {
+	var out []string
+	for _, c := range cfg.GetModelConfigList().GetConfig() {
+		out = append(out, c.GetName())
+	}
+	return out
+}
+
+// fakeAgent starts an agent with the fake wrapper on zkfake and returns it with the operator's
+// client; extra options are applied before New.
+func fakeAgent(t *testing.T, env map[string]string, mutate func(*utilsspec.AgentConfig), opt func(*Options)) (*Agent, *zkfake.Fake) {
+	t.Helper()
+	srv := zkfake.NewServer()
+	agentZK, ctl := srv.Client(), srv.Client()
+	o := Options{ZK: agentZK, Host: "127.0.0.1", ModelConfigDir: t.TempDir(), Logger: quiet,
+		TFS: func(file string) (tfs.Process, error) { return &tfs.FakeWrapper{ModelConfigFile: file}, nil }}
+	if opt != nil {
+		opt(&o)
+	}
+	a, err := New(testConfig(t, env, mutate), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Stop(context.Background()); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		agentZK.Close()
+		ctl.Close()
+	})
+	return a, ctl
+}
+
+func declare(t *testing.T, c zk.Client, model string, policy *string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		data := fmt.Sprintf(`{"model_base_path": "/base/%s", "version_policy": null}`, sub)
+		if policy != nil {
+			data = fmt.Sprintf(`{"model_base_path": "/base/%s", "version_policy": %q}`, sub, *policy)
+		}
+		p := "/gip/saved_models/" + model + "/" + sub
+		if _, err := c.Create(context.Background(), p, []byte(data), zk.CreateOptions{MakePath: true}); err != nil {
+			if _, err := c.Set(context.Background(), p, []byte(data), zk.AnyVersion); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func publish(t *testing.T, c zk.Client, model string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if err := c.EnsurePath(context.Background(), "/gip/layout/"+model+":"+sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLayoutFilters runs the layout filters of a sharded deployment through the agent: which sub
+// graphs of a published model each shard loads.
+func TestLayoutFilters(t *testing.T) {
+	shardFilters := []string{"entry; True", "ps_{i}; ${shard_id} == i % ${shard_num}"}
+	tests := []struct {
+		name      string
+		filters   []string
+		shardID   string
+		numShard  int
+		want      []string
+		wantDebug string
+	}{
+		{"no filters", nil, "0", 1, []string{"m:dense", "m:entry", "m:ps_0", "m:ps_1", "m:ps_2", "m:ps_3"},
+			`{"layout_path": "/gip/layout", "layout_filters": []}`},
+		{"shard 0 of 2", shardFilters, "0", 2, []string{"m:entry", "m:ps_0", "m:ps_2"},
+			`{"layout_path": "/gip/layout", "layout_filters": ["entry; True", "ps_(?P<i>\\d+); 0 == i % 2"]}`},
+		{"shard 1 of 2", shardFilters, "1", 2, []string{"m:entry", "m:ps_1", "m:ps_3"},
+			`{"layout_path": "/gip/layout", "layout_filters": ["entry; True", "ps_(?P<i>\\d+); 1 == i % 2"]}`},
+		{"no shard id: shard 0", shardFilters, "", 4, []string{"m:entry", "m:ps_0"},
+			`{"layout_path": "/gip/layout", "layout_filters": ["entry; True", "ps_(?P<i>\\d+); 0 == i % 4"]}`},
+		{"dense only", []string{"dense;True"}, "3", 4, []string{"m:dense"},
+			`{"layout_path": "/gip/layout", "layout_filters": ["dense;True"]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeak(t)
+			env := map[string]string{"MONOLITH_HOST_SHARD_N": fmt.Sprint(tc.numShard)}
+			if tc.shardID != "" {
+				env["SHARD_ID"] = tc.shardID
+			}
+			a, ctl := fakeAgent(t, env, func(f *utilsspec.AgentConfig) { f.LayoutFilters = tc.filters }, nil)
+			if got := *a.ServiceInfo().DebugInfo; got != tc.wantDebug {
+				t.Errorf("debug_info = %s, want %s", got, tc.wantDebug)
+			}
+			declare(t, ctl, "m", ptr("latest"), "entry", "ps_0", "ps_1", "ps_2", "ps_3", "dense")
+			publish(t, ctl, "m", "entry", "ps_0", "ps_1", "ps_2", "ps_3", "dense")
+			settle(t, a)
+			got, err := a.TFS().ListSavedModels()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("loaded %v, want %v", got, tc.want)
+			}
+			if err := a.SyncAvailableSavedModels(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, a)
+			var bound []string
+			for model, subs := range a.Backend().ServiceMap() {
+				for sub := range subs {
+					bound = append(bound, model+":"+sub)
+				}
+			}
+			slices.Sort(bound)
+			if !slices.Equal(bound, tc.want) {
+				t.Errorf("bound %v, want %v", bound, tc.want)
+			}
+		})
+	}
+}
+
+// TestLayoutNotApplied: a layout the agent cannot apply leaves the previous config in place and
+// says why in the status; the next good layout is applied.
+func TestLayoutNotApplied(t *testing.T) {
+	noLeak(t)
+	m := agentstatus.NewMetrics()
+	a, ctl := fakeAgent(t, nil, func(f *utilsspec.AgentConfig) { f.LayoutFilters = []string{"ps_{i}; 10 // i"} },
+		func(o *Options) { o.Metrics = m })
+	declare(t, ctl, "m", ptr("latest"), "ps_0", "ps_1", "ps_2")
+	declare(t, ctl, "m", nil, "ps_3")
+	publish(t, ctl, "m", "ps_1", "ps_2")
+	settle(t, a)
+	good := []string{"m:ps_1", "m:ps_2"}
+	if got, _ := a.TFS().ListSavedModels(); !slices.Equal(got, good) {
+		t.Fatalf("loaded %v, want %v", got, good)
+	}
+	before, _ := a.TFS().ModelConfigText()
+
+	for _, bad := range []struct{ sub, wantErr string }{
+		{"ps_0", "integer division or modulo by zero"}, // the filter fails on ps_0
+		{"ps_3", "no version_policy"},                  // accepted, but its deploy config has no policy
+	} {
+		publish(t, ctl, "m", bad.sub)
+		settle(t, a)
+		if now, _ := a.TFS().ModelConfigText(); now != before {
+			t.Errorf("%s: config changed to\n%s", bad.sub, now)
+		}
+		rep := a.Status(context.Background())
+		if !strings.Contains(rep.Layout.Error, bad.wantErr) {
+			t.Errorf("%s: layout error %q, want it to contain %q", bad.sub, rep.Layout.Error, bad.wantErr)
+		}
+		if err := ctl.Delete(context.Background(), "/gip/layout/m:"+bad.sub, zk.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, a)
+		if rep := a.Status(context.Background()); rep.Layout.Error != "" {
+			t.Errorf("error stays after the layout is fixed: %s", rep.Layout.Error)
+		}
+	}
+	body := scrape(t, m)
+	for _, want := range []string{`monolith_agent_layout_updates_total{result="error"} 2`, `monolith_agent_layout_updates_total{result="unchanged"} 2`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestWaitForTermination: the agent stops when its context ends (no error) or when TF Serving
+// exits (an error naming the exit code), whether the process offers a Done channel or is polled.
+func TestWaitForTermination(t *testing.T) {
+	tests := []struct {
+		name     string
+		done     bool // the process has Done()
+		exitCode int  // -1: the context is cancelled instead; -2: Stop is called
+		wantErr  string
+	}{
+		{"context cancelled", false, -1, ""},
+		{"stopped from another goroutine", false, -2, ""},
+		{"tf serving exits, polled", false, 3, "tf serving exited with code 3"},
+		{"tf serving exits, done channel", true, 7, "tf serving exited with code 7"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeak(t)
+			var proc *exitingTFS
+			a, _ := fakeAgent(t, nil, nil, func(o *Options) {
+				o.PollInterval = time.Millisecond
+				o.TFS = func(file string) (tfs.Process, error) {
+					proc = &exitingTFS{FakeWrapper: &tfs.FakeWrapper{ModelConfigFile: file}, done: make(chan struct{})}
+					if tc.done {
+						return &doneTFS{proc}, nil
+					}
+					return proc, nil
+				}
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			switch {
+			case tc.exitCode >= 0:
+				go proc.exit(tc.exitCode)
+			case tc.exitCode == -2:
+				go a.Stop(context.Background())
+			default:
+				cancel()
+			}
+			err := a.WaitForTermination(ctx)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if !proc.stopped() {
+				t.Error("TF Serving not stopped")
+			}
+			if err := a.Healthy(); err == nil {
+				t.Error("healthy after termination")
+			}
+		})
+	}
+}
+
+// exitingTFS is the fake wrapper with an exit the test triggers.
+type exitingTFS struct {
+	*tfs.FakeWrapper
+	mu     sync.Mutex
+	code   int
+	exited bool
+	stop   bool
+	done   chan struct{}
+}
+
+func (e *exitingTFS) exit(code int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.code, e.exited = code, true
+	close(e.done)
+}
+
+func (e *exitingTFS) Exited() (bool, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.exited, e.code
+}
+
+func (e *exitingTFS) Stop(time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stop = true
+	return nil
+}
+
+func (e *exitingTFS) stopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stop
+}
+
+// doneTFS adds tfs.Wrapper's Done channel.
+type doneTFS struct{ *exitingTFS }
+
+func (d *doneTFS) Done() <-chan struct{} { return d.done }
+
+// TestNewErrors: configurations agent v3 refuses, with the reference's assertion as the kind.
+func TestNewErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*utilsspec.AgentConfig)
+		kind   errkind.Kind
+		msg    string
+	}{
+		{"not unified", func(f *utilsspec.AgentConfig) { f.DeployType = ptr("entry") }, errkind.Precondition, "only supports unified"},
+		{"version 1", func(f *utilsspec.AgentConfig) { f.AgentVersion = 1 }, errkind.Precondition, "agent version 1 unexpected"},
+		{"no layout", func(f *utilsspec.AgentConfig) { f.LayoutPattern = nil }, errkind.Attribute, "layout_pattern"},
+		{"bad filter", func(f *utilsspec.AgentConfig) { f.LayoutFilters = []string{"ps_{i}; import os"} }, errkind.Value, "layout filter"},
+		{"filter without ';'", func(f *utilsspec.AgentConfig) { f.LayoutFilters = []string{"ps_0"} }, errkind.Value, "no ';'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := testConfig(t, nil, tc.mutate)
+			dir := t.TempDir()
+			r := &countingReloader{}
+			_, err := New(conf, Options{ModelConfigDir: dir, Logger: quiet, Reloader: r,
+				TFS: func(file string) (tfs.Process, error) { return &tfs.FakeWrapper{ModelConfigFile: file}, nil }})
+			if err == nil || errkind.Of(err) != tc.kind || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v (kind %v), want kind %v containing %q", err, errkind.Of(err), tc.kind, tc.msg)
+			}
+			if left, _ := os.ReadDir(dir); len(left) != 0 {
+				t.Errorf("files left: %v", left)
+			}
+			if !r.closed {
+				t.Error("the reloader handed to New was not closed")
+			}
+		})
+	}
+}
+
+// countingReloader fails its first fails calls that carry models, then accepts; it records what
+// it was sent.
+type countingReloader struct {
+	mu     sync.Mutex
+	fails  int
+	failed int
+	calls  int
+	sent   [][]string
+	closed bool
+	called chan struct{}
+}
+
+func (r *countingReloader) Reload(ctx context.Context, cfg *servingconfig.ModelServerConfig) error {
+	r.mu.Lock()
+	defer func() {
+		r.mu.Unlock()
+		if r.called != nil {
+			select {
+			case r.called <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	r.calls++
+	names := configNames(cfg)
+	r.sent = append(r.sent, names)
+	if len(names) > 0 && r.failed < r.fails {
+		r.failed++
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func (r *countingReloader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return nil
+}
+
+func (r *countingReloader) snapshot() (int, [][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls, slices.Clone(r.sent)
+}
+
+// TestReloadRetries: a reload that fails is retried with backoff until TF Serving accepts it; the
+// status and the metrics count the attempts.
+func TestReloadRetries(t *testing.T) {
+	noLeak(t)
+	m := agentstatus.NewMetrics()
+	r := &countingReloader{fails: 3}
+	a, ctl := fakeAgent(t, nil, nil, func(o *Options) {
+		o.Reloader, o.Metrics, o.ReloadBackoff, o.ReloadBackoffMax = r, m, time.Millisecond, 4*time.Millisecond
+	})
+	declare(t, ctl, "m", ptr("latest"), "entry")
+	publish(t, ctl, "m", "entry")
+	settle(t, a)
+	eventually(t, "the reload to be accepted", func() bool {
+		s := a.Status(context.Background()).LastReload
+		return s != nil && s.OK && s.Models == 1
+	})
+	// The empty layout of the start may or may not have been sent before m:entry superseded it.
+	_, sent := r.snapshot()
+	entryCalls := 0
+	for _, s := range sent {
+		if slices.Equal(s, []string{"m:entry"}) {
+			entryCalls++
+		} else if len(s) != 0 {
+			t.Errorf("sent %v", s)
+		}
+	}
+	if entryCalls != 4 {
+		t.Errorf("m:entry sent %d times, want 4 (3 failures, then accepted)", entryCalls)
+	}
+	if s := a.Status(context.Background()).LastReload; s.Attempts != 4 || s.Models != 1 || s.Error != "" {
+		t.Errorf("last reload = %+v", s)
+	}
+	body := scrape(t, m)
+	for _, want := range []string{`monolith_agent_tfs_reloads_total{result="error"} 3`, `monolith_agent_tfs_reloads_total{result="ok"} `} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestReloadSendsNewest: configs submitted while a reload fails are not queued: the newest one is
+// sent next.
+func TestReloadSendsNewest(t *testing.T) {
+	noLeak(t)
+	r := &countingReloader{fails: 1 << 30, called: make(chan struct{}, 1)}
+	rl := newReloader(r, Options{ReloadTimeout: time.Second, ReloadBackoff: time.Hour, ReloadBackoffMax: time.Hour}, quiet, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rl.run(ctx) }()
+	mk := func(names ...string) *servingconfig.ModelServerConfig {
+		l := &servingconfig.ModelConfigList{}
+		for _, n := range names {
+			l.Config = append(l.Config, &servingconfig.ModelConfig{Name: n})
+		}
+		return &servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{ModelConfigList: l}}
+	}
+	rl.submit(mk("a"))
+	<-r.called // failed; now in an hour-long backoff
+	rl.submit(mk("b"))
+	rl.submit(mk("c"))
+	<-r.called // woken by the new config at once, which is the newest
+	cancel()
+	<-done
+	_, sent := r.snapshot()
+	if len(sent) != 2 || !slices.Equal(sent[0], []string{"a"}) || !slices.Equal(sent[1], []string{"c"}) {
+		t.Errorf("sent %v, want [[a] [c]]", sent)
+	}
+}
+
+// TestSessionExpiry: after its ZooKeeper session expires the agent's service info and bindings
+// come back without a restart.
+func TestSessionExpiry(t *testing.T) {
+	noLeak(t)
+	srv := zkfake.NewServer()
+	agentZK, ctl := srv.Client(), srv.Client()
+	defer agentZK.Close()
+	defer ctl.Close()
+	a, err := New(testConfig(t, nil, nil), Options{ZK: agentZK, Host: "127.0.0.1", ModelConfigDir: t.TempDir(), Logger: quiet,
+		TFS: func(file string) (tfs.Process, error) { return &tfs.FakeWrapper{ModelConfigFile: file}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	declare(t, ctl, "m", ptr("latest"), "entry")
+	publish(t, ctl, "m", "entry")
+	settle(t, a)
+	if err := a.SyncAvailableSavedModels(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	binding := "/gip/binding/m/entry:" + a.Container().String()
+	svcInfo := "/gip/container_service/" + a.Container().String()
+	if err := agentZK.ExpireSession(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "binding and service info restored", func() bool {
+		b, _ := ctl.Exists(context.Background(), binding)
+		s, _ := ctl.Exists(context.Background(), svcInfo)
+		return b != nil && s != nil
+	})
+}
+
+// TestStopAbortsStart: Stop during a Start that waits for ZooKeeper (nothing listens at
+// zk_servers) ends the Start at once; both return and nothing is left running.
+func TestStopAbortsStart(t *testing.T) {
+	noLeak(t)
+	conf := testConfig(t, nil, func(f *utilsspec.AgentConfig) { f.ZKServers = ptr("127.0.0.1:1") })
+	a, err := New(conf, Options{ModelConfigDir: t.TempDir(), Logger: quiet,
+		TFS: func(file string) (tfs.Process, error) { return &tfs.FakeWrapper{ModelConfigFile: file}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- a.Start(ctx) }()
+	time.Sleep(20 * time.Millisecond) // most likely Start is connecting by now
+	if err := a.Stop(context.Background()); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	select {
+	case err := <-started:
+		// Cancelled by Stop; or, if Stop came first, refused.
+		if !errors.Is(err, context.Canceled) && (err == nil || !strings.Contains(err.Error(), "already started or stopped")) {
+			t.Errorf("Start = %v, want it cancelled by Stop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after Stop")
+	}
+	if err := a.Start(ctx); err == nil {
+		t.Error("Start after Stop succeeded")
+	}
+}

@@ -1,0 +1,101 @@
+package agentv3
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
+	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
+	"github.com/monolith-go/monolith/pkg/errkind"
+)
+
+var _ agentstatus.Source = (*Agent)(nil)
+
+// Status implements agentstatus.Source: the configuration, the ZooKeeper connection, the layout,
+// TF Serving's models with their states (read now, within ctx), the bindings and the last reload.
+func (a *Agent) Status(ctx context.Context) agentstatus.Report {
+	c := a.conf
+	shard, _ := c.ShardID()
+	r := agentstatus.Report{
+		Agent: agentstatus.AgentSummary{
+			Version: c.AgentVersion, DeployType: string(c.Deploy), Bzid: deref(c.Bzid), BaseName: deref(c.BaseName),
+			Container: a.container.String(), ShardID: shard, NumShard: derefInt(c.NumShard, 1), ReplicaID: derefInt(c.ReplicaID, -1),
+			ConfPath: a.opts.ConfPath, TFSLog: a.opts.TFSLog, ModelConfigFile: a.configFile, Addresses: a.addrs,
+		},
+		ZooKeeper: agentstatus.ZKSummary{Servers: deref(c.ZKServers), State: "NOT_STARTED"},
+		Models:    []agentstatus.ModelStatus{},
+		Bindings:  map[string]map[string][]string{},
+	}
+	a.mu.Lock()
+	r.Agent.StartedAt = a.startedAt
+	r.Agent.Running = a.started && !a.stopped
+	if a.svc != nil {
+		r.Agent.AgentService = a.svc.Addr().String()
+	}
+	client := a.client
+	layout := a.layout
+	layout.Entries = append([]agentstatus.LayoutEntry(nil), a.layout.Entries...)
+	r.Bound = append([]string{}, a.bound...)
+	a.mu.Unlock()
+	r.Layout = &layout
+	if client != nil {
+		r.ZooKeeper.State = client.State().String()
+	}
+	if a.reloader != nil {
+		r.LastReload = a.reloader.summary()
+	}
+	if r.Agent.Running {
+		if statuses, err := a.proc.ListSavedModelsStatus(ctx); err != nil {
+			r.ModelsError = err.Error()
+		} else {
+			for name, st := range statuses {
+				m := agentstatus.ModelStatus{Name: name, Version: st.GetVersion(), State: st.GetState().String()}
+				if code := st.GetStatus().GetErrorCode(); code != tfprotobuf.Code_OK {
+					m.ErrorCode, m.ErrorMessage = code.String(), st.GetStatus().GetErrorMessage()
+				}
+				r.Models = append(r.Models, m)
+			}
+			sort.Slice(r.Models, func(i, j int) bool { return r.Models[i].Name < r.Models[j].Name })
+		}
+	}
+	for key, addrs := range a.AddrsMap() {
+		model, sub, _ := strings.Cut(key, ":") // keys are "model:sub_graph"; model names hold no ':'
+		if r.Bindings[model] == nil {
+			r.Bindings[model] = map[string][]string{}
+		}
+		r.Bindings[model][sub] = addrs
+	}
+	return r
+}
+
+// Healthy implements agentstatus.Source: nil while started, not stopped, and TF Serving runs.
+func (a *Agent) Healthy() error {
+	a.mu.Lock()
+	started, stopped := a.started, a.stopped
+	a.mu.Unlock()
+	switch {
+	case !started:
+		return errkind.New(errkind.Runtime, "agent v3 not started")
+	case stopped:
+		return errkind.New(errkind.Runtime, "agent v3 stopped")
+	}
+	if exited, code := a.proc.Exited(); exited {
+		return errkind.New(errkind.Runtime, "tf serving exited with code %d", code)
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
