@@ -1,0 +1,369 @@
+// For the Go toolchain, which compiles this file as C++ into pkg/layout through a symlink only for
+// `go test -tags cudaemu` (emulated CUDA, see cuda_emulation.h).
+//go:build cudaemu && !cuda && !cudacdeps
+
+// CUDA kernel of the fused embedding-to-layout op (see layout.h for the contract).
+//
+// Built only where a CUDA toolchain exists (build_cuda.sh, or Bazel with --define cuda=1); it has
+// not been compiled with nvcc nor run on a GPU in this repository's CI. With -DFEL_CUDA_EMULATION
+// it compiles as plain C++ and runs its kernels on the CPU (cuda_emulation.h), which is how
+// layout_cuda_emu_test checks its logic against the CPU kernel.
+//
+// Inputs are validated on the host with the CPU kernel's checks (fel::Prepare) before anything is
+// copied, so the kernels index only validated offsets. Forward: one warp per (group, batch row),
+// lanes over columns; a group is one slice, or all slices of an ADDN layout (they share one region
+// and are added in plan order), so every output float is written by one thread, in the CPU
+// kernel's order of operations: the results equal fel_forward's. Backward: one warp per (slice,
+// batch row), atomicAdd into the embedding gradients; the order of the adds varies, so sums may
+// round differently from fel_backward.
+#ifdef FEL_CUDA_EMULATION
+#include "native/layout/cuda_emulation.h"
+#else
+#include <cuda_runtime.h>
+#define FEL_LAUNCH(kernel, grid, block, ...) kernel<<<(grid), (block)>>>(__VA_ARGS__)
+#endif
+
+#include <stdint.h>
+
+#include <new>
+#include <vector>
+
+#include "native/layout/layout.h"
+#include "native/layout/layout_internal.h"
+
+namespace fel {
+namespace cuda {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 8;
+
+struct DevPart {
+  int64_t base;    // first float of the part in the concatenated embeddings
+  int64_t stride;  // floats per position
+};
+
+struct DevFeature {
+  int64_t first;
+  int32_t present;
+  int32_t shared;
+};
+
+struct Group {
+  int32_t first_slice;
+  int32_t num_slices;
+};
+
+// Args are the device pointers every kernel reads.
+struct Args {
+  const fel_slice *slices;
+  const int64_t *row_size;   // per output
+  const int64_t *out_base;   // per output: first float in the concatenated outputs
+  const DevPart *parts;
+  const DevFeature *features;
+  const uint64_t *fid_offset;
+  const int32_t *feature_offset;
+  int64_t num_fids;
+  int64_t num_feature_rows;
+  int64_t batch;
+};
+
+__device__ inline void FidRangeDev(const Args &a, const DevFeature &fr, int64_t r, int64_t *b,
+                                   int64_t *e) {
+  *b = *e = 0;
+  if (!fr.present) return;
+  const int64_t row = fr.first + (fr.shared ? 0 : r);
+  *b = a.feature_offset[row];
+  *e = row + 1 < a.num_feature_rows ? a.feature_offset[row + 1] : a.num_fids;
+}
+
+// Column col of the embedding row of fid k, for a slice starting at column start.
+__device__ inline int64_t EmbIndex(const Args &a, int64_t k, int32_t start) {
+  const uint64_t fo = a.fid_offset[k];
+  const DevPart pt = a.parts[fo >> 32];
+  return pt.base + static_cast<int64_t>(fo & 0xffffffffu) * pt.stride + start;
+}
+
+__device__ inline float Term(const Args &a, const float *emb, const fel_slice &sl, int64_t k,
+                             int32_t col, float count) {
+  const float v = emb[EmbIndex(a, k, sl.start) + col];
+  return sl.pooling == FEL_MEAN ? v / count : v;
+}
+
+__global__ void ForwardKernel(Args a, const Group *groups, int32_t num_groups, const float *emb,
+                              float *out) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (warp >= static_cast<int64_t>(num_groups) * a.batch) return;
+  const Group grp = groups[warp / a.batch];
+  const int64_t r = warp % a.batch;
+  for (int32_t s = grp.first_slice; s < grp.first_slice + grp.num_slices; ++s) {
+    const fel_slice sl = a.slices[s];
+    const DevFeature fr = a.features[sl.feature];
+    float *dst = out + a.out_base[sl.output] + r * a.row_size[sl.output] + sl.offset;
+    int64_t b, e;
+    FidRangeDev(a, fr, r, &b, &e);
+    const float count = static_cast<float>(e - b);
+    for (int32_t c = threadIdx.x; c < sl.dims; c += blockDim.x) {
+      if (sl.pooling == FEL_FIRSTN) {
+        for (int64_t k = 0; k < sl.max_seq; ++k) {
+          dst[k * sl.seq_stride + c] = k < e - b ? emb[EmbIndex(a, b + k, sl.start) + c] : 0.0f;
+        }
+      } else if (!sl.addn) {
+        // Assigned: the first term, then the others added (the CPU kernel's Pool).
+        float v = 0.0f;
+        for (int64_t k = b; k < e; ++k) v = k == b ? Term(a, emb, sl, k, c, count) : v + Term(a, emb, sl, k, c, count);
+        dst[c] = v;
+      } else if (fr.present && fr.shared) {
+        // A shared feature in an ADDN layout: pooled once, then assigned (first slice) or added.
+        float v = 0.0f;
+        for (int64_t k = b; k < e; ++k) v = k == b ? Term(a, emb, sl, k, c, count) : v + Term(a, emb, sl, k, c, count);
+        dst[c] = sl.addn_first ? v : dst[c] + v;
+      } else {
+        // ADDN: every term added to the region, which the layout's first slice clears.
+        float v = sl.addn_first ? 0.0f : dst[c];
+        for (int64_t k = b; k < e; ++k) v += Term(a, emb, sl, k, c, count);
+        dst[c] = v;
+      }
+    }
+  }
+}
+
+__global__ void BackwardKernel(Args a, int32_t num_slices, const float *grads, float *emb_grads) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (warp >= static_cast<int64_t>(num_slices) * a.batch) return;
+  const fel_slice sl = a.slices[warp / a.batch];
+  const int64_t r = warp % a.batch;
+  const DevFeature fr = a.features[sl.feature];
+  int64_t b, e;
+  FidRangeDev(a, fr, r, &b, &e);
+  const float count = static_cast<float>(e - b);
+  if (sl.pooling == FEL_FIRSTN && e > b + sl.max_seq) e = b + sl.max_seq;
+  const float *g = grads + a.out_base[sl.output] + r * a.row_size[sl.output] + sl.offset;
+  for (int32_t c = threadIdx.x; c < sl.dims; c += blockDim.x) {
+    for (int64_t k = b; k < e; ++k) {
+      float v = g[c];
+      if (sl.pooling == FEL_FIRSTN) {
+        v = g[(k - b) * sl.seq_stride + c];
+      } else if (sl.pooling == FEL_MEAN) {
+        v = v / count;
+      }
+      atomicAdd(emb_grads + EmbIndex(a, k, sl.start) + c, v);
+    }
+  }
+}
+
+// Device owns the device buffers of one call.
+class Device {
+ public:
+  ~Device() {
+    for (void *p : ptrs_) cudaFree(p);
+  }
+  template <typename T>
+  T *Alloc(size_t n, int step) {
+    if (rc_ != cudaSuccess) return nullptr;
+    void *p = nullptr;
+    rc_ = cudaMalloc(&p, n * sizeof(T) + 1);
+    if (rc_ != cudaSuccess) {
+      step_ = step;
+      return nullptr;
+    }
+    ptrs_.push_back(p);
+    return static_cast<T *>(p);
+  }
+  template <typename T>
+  T *Copy(const T *host, size_t n, int step) {
+    T *d = Alloc<T>(n, step);
+    if (d && n) Check(cudaMemcpy(d, host, n * sizeof(T), cudaMemcpyHostToDevice), step);
+    return d;
+  }
+  void Check(cudaError_t rc, int step) {
+    if (rc_ == cudaSuccess && rc != cudaSuccess) {
+      rc_ = rc;
+      step_ = step;
+    }
+  }
+  bool ok() const { return rc_ == cudaSuccess; }
+  int32_t Fail(fel_error *err) const {
+    err->code = FEL_ERR_CUDA;
+    err->a = rc_;
+    err->b = step_;
+    err->c = 0;
+    return FEL_ERR_CUDA;
+  }
+
+ private:
+  std::vector<void *> ptrs_;
+  cudaError_t rc_ = cudaSuccess;
+  int step_ = 0;
+};
+
+// Staged is the host side of Args, and the device copies.
+struct Staged {
+  std::vector<int64_t> emb_base, out_base;
+  int64_t emb_total = 0, out_total = 0;
+  Args args{};
+};
+
+void Stage(const fel_plan *plan, const fel_input *in, const Prepared &p, const int64_t *out_sizes,
+           Device *dev, Staged *st) {
+  for (int32_t i = 0; i < in->num_embeddings; ++i) {
+    st->emb_base.push_back(st->emb_total);
+    st->emb_total += in->embedding_sizes[i];
+  }
+  for (int32_t i = 0; i < plan->num_outputs; ++i) {
+    st->out_base.push_back(st->out_total);
+    st->out_total += out_sizes[i];
+  }
+  std::vector<DevPart> parts;
+  for (const Part &pt : p.parts) parts.push_back(DevPart{st->emb_base[pt.emb] + pt.offset, pt.stride});
+  std::vector<DevFeature> features;
+  for (const FeatureRows &fr : p.features) features.push_back(DevFeature{fr.first, fr.present, fr.shared});
+  Args &a = st->args;
+  a.slices = dev->Copy(plan->slices, plan->num_slices, 1);
+  a.row_size = dev->Copy(plan->output_row_size, plan->num_outputs, 2);
+  a.out_base = dev->Copy(st->out_base.data(), st->out_base.size(), 3);
+  a.parts = dev->Copy(parts.data(), parts.size(), 4);
+  a.features = dev->Copy(features.data(), features.size(), 5);
+  a.fid_offset = dev->Copy(in->fid_offset, in->num_fids, 6);
+  a.feature_offset = dev->Copy(in->feature_offset, in->num_feature_rows, 7);
+  a.num_fids = in->num_fids;
+  a.num_feature_rows = in->num_feature_rows;
+  a.batch = in->batch_size;
+}
+
+int32_t Blocks(int64_t warps, dim3 *grid, fel_error *err) {
+  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > 0x7fffffff) {
+    err->code = FEL_ERR_RESOURCE;
+    err->a = 1;  // too many rows for one grid
+    err->b = warps;
+    err->c = 0;
+    return FEL_ERR_RESOURCE;
+  }
+  *grid = dim3(static_cast<unsigned>(blocks > 0 ? blocks : 1));
+  return FEL_OK;
+}
+
+}  // namespace cuda
+}  // namespace fel
+
+extern "C" {
+
+int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const *outputs,
+                         const int64_t *output_sizes, int32_t num_outputs, fel_error *err) {
+  using namespace fel::cuda;
+  try {
+    fel::Prepared p;
+    if (fel::Prepare(plan, in, &p, err)) return err->code;
+    for (int32_t i = 0; i < in->num_embeddings; ++i) {
+      if (in->embedding_sizes[i] > 0 && (!in->embeddings || !in->embeddings[i])) {
+        *err = fel_error{FEL_ERR_INPUT, FEL_INPUT_EMBEDDINGS, i, 0};
+        return err->code;
+      }
+    }
+    if (fel::CheckTensors(plan, in->batch_size, reinterpret_cast<const void *const *>(outputs),
+                          output_sizes, num_outputs, err)) {
+      return err->code;
+    }
+    std::vector<Group> groups;
+    for (int32_t s = 0; s < plan->num_slices; ++s) {
+      const fel_slice &sl = plan->slices[s];
+      if (sl.addn && !sl.addn_first && !groups.empty()) {
+        ++groups.back().num_slices;
+      } else {
+        groups.push_back(Group{s, 1});
+      }
+    }
+    dim3 grid;
+    if (!groups.empty() && in->batch_size > INT64_MAX / static_cast<int64_t>(groups.size())) {
+      *err = fel_error{FEL_ERR_RESOURCE, 1, in->batch_size, 0};
+      return err->code;
+    }
+    const int64_t warps = static_cast<int64_t>(groups.size()) * in->batch_size;
+    if (Blocks(warps, &grid, err)) return err->code;
+    if (warps == 0) return FEL_OK;
+
+    Device dev;
+    Staged st;
+    Stage(plan, in, p, output_sizes, &dev, &st);
+    const Group *d_groups = dev.Copy(groups.data(), groups.size(), 8);
+    float *d_emb = dev.Alloc<float>(st.emb_total, 9);
+    for (int32_t i = 0; d_emb && i < in->num_embeddings; ++i) {
+      if (in->embedding_sizes[i] == 0) continue;
+      dev.Check(cudaMemcpy(d_emb + st.emb_base[i], in->embeddings[i], in->embedding_sizes[i] * sizeof(float),
+                           cudaMemcpyHostToDevice), 9);
+    }
+    float *d_out = dev.Alloc<float>(st.out_total, 10);
+    if (!dev.ok()) return dev.Fail(err);
+    FEL_LAUNCH(ForwardKernel, grid, dim3(kWarp, kWarpsPerBlock), st.args, d_groups,
+               static_cast<int32_t>(groups.size()), d_emb, d_out);
+    dev.Check(cudaGetLastError(), 11);
+    dev.Check(cudaDeviceSynchronize(), 12);
+    for (int32_t i = 0; dev.ok() && i < num_outputs; ++i) {
+      if (output_sizes[i] == 0) continue;
+      dev.Check(cudaMemcpy(outputs[i], d_out + st.out_base[i], output_sizes[i] * sizeof(float),
+                           cudaMemcpyDeviceToHost), 13);
+    }
+    if (!dev.ok()) return dev.Fail(err);
+    return FEL_OK;
+  } catch (const std::bad_alloc &) {
+    *err = fel_error{FEL_ERR_RESOURCE, 0, 0, 0};
+    return err->code;
+  }
+}
+
+int32_t fel_backward_cuda(const fel_plan *plan, const fel_input *in, const float *const *grads,
+                          const int64_t *grad_sizes, int32_t num_grads, float *const *emb_grads,
+                          fel_error *err) {
+  using namespace fel::cuda;
+  try {
+    fel::Prepared p;
+    if (fel::Prepare(plan, in, &p, err)) return err->code;
+    if (fel::CheckTensors(plan, in->batch_size, reinterpret_cast<const void *const *>(grads),
+                          grad_sizes, num_grads, err)) {
+      return err->code;
+    }
+    for (int32_t i = 0; i < in->num_embeddings; ++i) {
+      if (in->embedding_sizes[i] > 0 && (!emb_grads || !emb_grads[i])) {
+        *err = fel_error{FEL_ERR_INPUT, FEL_INPUT_EMBEDDINGS, i, 0};
+        return err->code;
+      }
+    }
+    dim3 grid;
+    if (plan->num_slices > 0 && in->batch_size > INT64_MAX / plan->num_slices) {
+      *err = fel_error{FEL_ERR_RESOURCE, 1, in->batch_size, 0};
+      return err->code;
+    }
+    const int64_t warps = static_cast<int64_t>(plan->num_slices) * in->batch_size;
+    if (Blocks(warps, &grid, err)) return err->code;
+
+    Device dev;
+    Staged st;
+    Stage(plan, in, p, grad_sizes, &dev, &st);
+    float *d_grads = dev.Alloc<float>(st.out_total, 8);
+    for (int32_t i = 0; d_grads && i < num_grads; ++i) {
+      if (grad_sizes[i] == 0) continue;
+      dev.Check(cudaMemcpy(d_grads + st.out_base[i], grads[i], grad_sizes[i] * sizeof(float),
+                           cudaMemcpyHostToDevice), 8);
+    }
+    float *d_emb = dev.Alloc<float>(st.emb_total, 9);
+    if (d_emb) dev.Check(cudaMemset(d_emb, 0, st.emb_total * sizeof(float)), 9);
+    if (!dev.ok()) return dev.Fail(err);
+    if (warps > 0) {
+      FEL_LAUNCH(BackwardKernel, grid, dim3(kWarp, kWarpsPerBlock), st.args, plan->num_slices, d_grads, d_emb);
+      dev.Check(cudaGetLastError(), 11);
+      dev.Check(cudaDeviceSynchronize(), 12);
+    }
+    for (int32_t i = 0; dev.ok() && i < in->num_embeddings; ++i) {
+      if (in->embedding_sizes[i] == 0) continue;
+      dev.Check(cudaMemcpy(emb_grads[i], d_emb + st.emb_base[i], in->embedding_sizes[i] * sizeof(float),
+                           cudaMemcpyDeviceToHost), 13);
+    }
+    if (!dev.ok()) return dev.Fail(err);
+    return FEL_OK;
+  } catch (const std::bad_alloc &) {
+    *err = fel_error{FEL_ERR_RESOURCE, 0, 0, 0};
+    return err->code;
+  }
+}
+
+}  // extern "C"

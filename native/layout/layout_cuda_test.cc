@@ -1,0 +1,106 @@
+// The CUDA kernel against the CPU kernel: forward bit for bit, backward within float tolerance
+// (atomic adds in any order), the same error for every corrupt input. Runs on a GPU
+// (layout_cuda_test, --define cuda=1) or emulated on the CPU (layout_cuda_emu_test).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <random>
+#include <vector>
+
+#include "native/layout/layout.h"
+#include "native/layout/layout_test_fixture.h"
+
+namespace {
+
+using fel_test::Fixture;
+using fel_test::Outputs;
+
+int failures = 0;
+
+#define EXPECT(cond)                                                      \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                         \
+    }                                                                     \
+  } while (0)
+
+bool SameError(const fel_error &a, const fel_error &b) {
+  return a.code == b.code && a.a == b.a && a.b == b.b && a.c == b.c;
+}
+
+// Compare runs both kernels on f: the same error, or bit-identical outputs and close gradients.
+// Returns whether f was accepted.
+bool Compare(Fixture &f) {
+  Outputs cpu(f), gpu(f);
+  fel_error ec{}, eg{};
+  int32_t rc = fel_forward(&f.plan, &f.in, cpu.ptrs.data(), cpu.sizes.data(), 3, 2, &ec);
+  int32_t rg = fel_forward_cuda(&f.plan, &f.in, gpu.ptrs.data(), gpu.sizes.data(), 3, &eg);
+  EXPECT(rc == rg && SameError(ec, eg));
+  if (rc != FEL_OK || rg != FEL_OK) return false;
+  for (size_t i = 0; i < cpu.tensors.size(); ++i) {
+    EXPECT(cpu.tensors[i].size() == gpu.tensors[i].size());
+    if (!cpu.tensors[i].empty()) {
+      EXPECT(memcmp(cpu.tensors[i].data(), gpu.tensors[i].data(),
+                    cpu.tensors[i].size() * sizeof(float)) == 0);
+    }
+  }
+  // Backward with the forward outputs as layout gradients.
+  std::vector<const float *> grads(cpu.ptrs.begin(), cpu.ptrs.end());
+  std::vector<std::vector<float>> gc, gg;
+  std::vector<float *> pc, pg;
+  for (int32_t i = 0; i < f.in.num_embeddings; ++i) {
+    gc.emplace_back(f.in.embedding_sizes[i], NAN);
+    gg.emplace_back(f.in.embedding_sizes[i], NAN);
+  }
+  for (auto &g : gc) pc.push_back(g.data());
+  for (auto &g : gg) pg.push_back(g.data());
+  rc = fel_backward(&f.plan, &f.in, grads.data(), cpu.sizes.data(), 3, pc.data(), 2, &ec);
+  rg = fel_backward_cuda(&f.plan, &f.in, grads.data(), cpu.sizes.data(), 3, pg.data(), &eg);
+  EXPECT(rc == FEL_OK && rg == FEL_OK);
+  for (size_t i = 0; i < gc.size(); ++i) {
+    for (size_t j = 0; j < gc[i].size(); ++j) {
+      EXPECT(fabsf(gc[i][j] - gg[i][j]) <= 1e-5f * (1 + fabsf(gc[i][j])));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  {
+    Fixture f;
+    EXPECT(Compare(f));
+  }
+  std::mt19937_64 rng(7);
+  int accepted = 0;
+  for (int round = 0; round < 2000; ++round) {
+    Fixture f;
+    switch (rng() % 4) {
+      case 0: {
+        uint64_t &fo = f.fid_offset[rng() % f.fid_offset.size()];
+        fo = ((fo >> 32) + rng() % 3) << 32 | ((fo & 0xffffffffu) + rng() % 8);
+        break;
+      }
+      case 1:
+        f.feature_offset[rng() % f.feature_offset.size()] += static_cast<int32_t>(rng() % 5) - 2;
+        break;
+      case 2:
+        f.nfl_offset[rng() % f.nfl_offset.size()] ^= (rng() % 2 ? FEL_SHARED_BIT : 1u);
+        break;
+      default:
+        f.in.batch_size += static_cast<int64_t>(rng() % 5) - 2;
+    }
+    accepted += Compare(f);
+  }
+  EXPECT(accepted > 0);
+  if (failures) {
+    fprintf(stderr, "%d failures\n", failures);
+    return 1;
+  }
+  printf("ok (%d accepted corruptions)\n", accepted);
+  return 0;
+}

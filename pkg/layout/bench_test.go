@@ -1,0 +1,256 @@
+package layout
+
+// Benchmarks on a realistic layout: batch 1024, 100 features over 4 tables (embedding dims 8, 16,
+// 32, 64), 4 PS, 1-5 fids per feature and example (mostly distinct, so the embeddings do not fit
+// in cache), version 3 offsets from sharding_sparse_fids. Layouts: "bias" ADDN of column 0 of the
+// 90 pooled features (80 SUM, 10 MEAN), "vec" CONCAT of all their columns, "seq" NONE of the 10
+// FIRSTN features (5 positions).
+//
+// Every engine reports examples/s and effective GB/s: the bytes it must touch, divided by its
+// time (embedding floats read, layout floats written, fid and feature offsets read). memcpy/N
+// copies the same number of bytes on N threads in the same run; its GB/s counts bytes touched as
+// well (read + written: twice the bytes copied), the physical limit to compare with.
+//
+//	go test -run '^$' -bench . -benchtime 20x ./pkg/layout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
+)
+
+type benchFixture struct {
+	cfgs  *examplepb.FeatureConfigs
+	in    *Input
+	bytes int64 // effective bytes of one forward pass
+}
+
+var (
+	benchOnce sync.Once
+	bench     *benchFixture
+)
+
+func benchCase() *benchFixture {
+	benchOnce.Do(func() {
+		const (
+			batch    = 1024
+			features = 100
+			psNum    = 4
+			seqLen   = 5
+			fidPool  = 1_000_000 // per feature: the fids of a batch are nearly all distinct
+		)
+		rng := rand.New(rand.NewPCG(1024, 100))
+		dims := []int32{8, 16, 32, 64}
+		cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
+		bias, vec, seq := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
+		var names []string
+		for f := range features {
+			name := fmt.Sprintf("feature_%03d", f)
+			names = append(names, name)
+			d := dims[f%4]
+			fc := &examplepb.FeatureConfig{Table: fmt.Sprintf("table_%d", f%4), SliceDims: []int32{d}}
+			switch {
+			case f < 80:
+				fc.PoolingType = examplepb.PoolingType_SUM
+			case f < 90:
+				fc.PoolingType = examplepb.PoolingType_MEAN
+			default:
+				fc.PoolingType, fc.MaxSequenceLength = examplepb.PoolingType_FIRSTN, seqLen
+			}
+			if f < 90 {
+				addSlice(bias, name, 0, 1)
+				addSlice(vec, name, 0, d)
+			} else {
+				addSlice(seq, name, 0, d)
+			}
+			cfgs.FeatureConfigs[name] = fc
+		}
+		cfgs.OutConfigs["bias"] = mustInferShape(bias, examplepb.OutType_ADDN, 0)
+		cfgs.OutConfigs["vec"] = mustInferShape(vec, examplepb.OutType_CONCAT, 0)
+		cfgs.OutConfigs["seq"] = mustInferShape(seq, examplepb.OutType_NONE, seqLen)
+		exs := make([]*examplepb.Example, batch)
+		for i := range exs {
+			exs[i] = &examplepb.Example{}
+			for f, name := range names {
+				fids := make([]uint64, randint(rng, 1, 5))
+				for j := range fids {
+					fids[j] = uint64(f+1)<<48 | uint64(rng.IntN(fidPool))
+				}
+				exs[i].NamedFeature = append(exs[i].NamedFeature, &examplepb.NamedFeature{Name: name, Feature: fidV2(fids)})
+			}
+		}
+		opts := Options{Version: 3, PSNum: psNum, VariantType: "example", ParallelFlag: 1}
+		plan, err := Compile(cfgs, opts)
+		if err != nil {
+			panic(err)
+		}
+		in := shardSparseFids(cfgs, psNum, 3, true, nil, exs).embeddings(plan, func(fid uint64, col int) float32 {
+			return float32(hashValue(fid, col))
+		})
+		bench = &benchFixture{cfgs: cfgs, in: in, bytes: effectiveBytes(plan, in)}
+	})
+	return bench
+}
+
+// effectiveBytes counts what one forward pass must touch: the embedding floats its slices read,
+// the layout floats it writes, the fid offsets (8 bytes) and feature offsets (4) it reads.
+func effectiveBytes(p *Plan, in *Input) int64 {
+	var n int64
+	_, features, ie := p.oraclePrepare(in, in.Embeddings)
+	if ie != nil {
+		panic(ie)
+	}
+	for _, s := range p.slices {
+		fr := features[s.feature]
+		if !fr.present {
+			continue
+		}
+		for r := range in.BatchSize {
+			row := fr.first
+			if !fr.shared {
+				row += r
+			}
+			k := len(fids(in, row))
+			if s.pooling == examplepb.PoolingType_FIRSTN {
+				k = min(k, s.maxSeq)
+			}
+			n += int64(4 * k * s.dims)
+		}
+	}
+	for _, o := range p.outputs {
+		n += int64(4 * in.BatchSize * o.RowSize)
+	}
+	return n + int64(8*len(in.FidOffset)+4*len(in.FeatureOffset))
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// report sets the metrics: examples/s and GB/s (wall clock), and cpu-ms/op, the CPU time the
+// process used per op (all threads), which shows how much of the wall time other processes took
+// on a shared machine.
+func report(b *testing.B, batch int, bytes int64, cpu0 time.Duration) {
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(batch)/sec, "examples/s")
+	b.ReportMetric(float64(bytes)/sec/1e9, "GB/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(0, "ns/op") // ns/op is b.Elapsed()/N: the metrics above say it better
+}
+
+func BenchmarkForward(b *testing.B) {
+	fx := benchCase()
+	logLoad(b)
+	for _, tc := range []struct {
+		name    string
+		engine  Engine
+		threads int
+	}{
+		{"oracle", Oracle, 1},
+		{"native_1thread", Native, 1},
+		{fmt.Sprintf("native_%dthreads", runtime.GOMAXPROCS(0)), Native, 0},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if tc.engine == Native && !NativeAvailable {
+				b.Skip("built without cgo")
+			}
+			plan, err := Compile(fx.cfgs, Options{Version: 3, PSNum: 4, VariantType: "example", ParallelFlag: 1, Threads: tc.threads})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := plan.ForwardWith(tc.engine, fx.in, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				if _, err := plan.ForwardWith(tc.engine, fx.in, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b, fx.in.BatchSize, fx.bytes, cpu0)
+		})
+	}
+	// memcpy of the same number of bytes, on 1 and on all threads.
+	src, dst := make([]byte, fx.bytes), make([]byte, fx.bytes)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("memcpy_%dthreads", threads), func(b *testing.B) {
+			copy(dst, src)
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				var wg sync.WaitGroup
+				n := int64(len(src))
+				for t := range int64(threads) {
+					wg.Go(func() {
+						copy(dst[n*t/int64(threads):n*(t+1)/int64(threads)], src[n*t/int64(threads):n*(t+1)/int64(threads)])
+					})
+				}
+				wg.Wait()
+			}
+			// Bytes touched: every copied byte is read and written.
+			report(b, fx.in.BatchSize, 2*fx.bytes, cpu0)
+		})
+	}
+}
+
+func BenchmarkBackward(b *testing.B) {
+	fx := benchCase()
+	for _, tc := range []struct {
+		name    string
+		engine  Engine
+		threads int
+	}{
+		{"oracle", Oracle, 1},
+		{"native_1thread", Native, 1},
+		{fmt.Sprintf("native_%dthreads", runtime.GOMAXPROCS(0)), Native, 0},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if tc.engine == Native && !NativeAvailable {
+				b.Skip("built without cgo")
+			}
+			plan, err := Compile(fx.cfgs, Options{Version: 3, PSNum: 4, VariantType: "example", ParallelFlag: 1, Threads: tc.threads})
+			if err != nil {
+				b.Fatal(err)
+			}
+			grads := ones(plan, fx.in.BatchSize)
+			embGrads, err := plan.BackwardWith(tc.engine, fx.in, grads, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				if _, err := plan.BackwardWith(tc.engine, fx.in, grads, embGrads); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The same bytes as forward: layout gradients read, embedding gradients written.
+			report(b, fx.in.BatchSize, fx.bytes, cpu0)
+		})
+	}
+}
+
+// logLoad logs the load average: the benchmark machine may be shared.
+func logLoad(b *testing.B) {
+	if s, err := os.ReadFile("/proc/loadavg"); err == nil {
+		b.Logf("load average %s (GOMAXPROCS %d)", strings.TrimSpace(string(s)), runtime.GOMAXPROCS(0))
+	}
+}

@@ -1,0 +1,1 @@
+../../native/layout/cuda_emulation.h

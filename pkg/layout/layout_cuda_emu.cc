@@ -1,0 +1,1 @@
+../../native/layout/layout.cu
