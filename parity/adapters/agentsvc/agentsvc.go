@@ -1,6 +1,8 @@
 // Package agentsvc adapts pkg/agentsvc to the parity cases of monolith/agent_service/agent_service.py:
-// it starts the AgentService gRPC server on loopback and replays the case's requests through the
-// Go client, recording each answer in Python's text format.
+// it starts the AgentService gRPC server on loopback over the case's data source (the real
+// replica.Watcher or zkmirror.Mirror on zkfake, seeded as the recording was, or the v3 callback)
+// and replays the case's requests through the Go client, recording each answer in Python's text
+// format.
 package agentsvc
 
 import (
@@ -22,8 +24,15 @@ import (
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
-// CallV3 is the golden call of agent v3 (AgentDataProvider).
-const CallV3 = "AgentService(AgentDataProvider, conf agent_version=3) gRPC calls"
+// Golden calls, one per data source.
+const (
+	// CallV1 serves a ReplicaWatcher (agent v1) on the reference's FakeKazooClient.
+	CallV1 = "AgentService(ReplicaWatcher over FakeKazooClient) gRPC calls"
+	// CallV2 serves a ZKMirror (agent v2) on the reference's FakeKazooClient.
+	CallV2 = "AgentService(ZKMirror over FakeKazooClient, conf agent_version=2) gRPC calls"
+	// CallV3 serves an AgentDataProvider (agent v3).
+	CallV3 = "AgentService(AgentDataProvider, conf agent_version=3) gRPC calls"
+)
 
 // memoryPlaceholder is how the goldens write GetResource's memory (the host's available memory).
 const memoryPlaceholder = "<memory>"
@@ -31,8 +40,10 @@ const memoryPlaceholder = "<memory>"
 // rpcTimeout bounds each replayed call.
 const rpcTimeout = 10 * time.Second
 
-// Register adds the agent_service.py calls that need no ZooKeeper watcher.
+// Register adds the agent_service.py calls.
 func Register(r *harness.Registry) {
+	r.Register(CallV1, v1)
+	r.Register(CallV2, v2)
 	r.Register(CallV3, v3)
 }
 
