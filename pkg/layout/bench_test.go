@@ -209,6 +209,63 @@ func BenchmarkForward(b *testing.B) {
 			report(b, fx.in.BatchSize, 2*fx.bytes, cpu0)
 		})
 	}
+	// gather copies every fid's embedding row, in fid order, into one contiguous buffer: the
+	// random reads the op cannot avoid, with no pooling or layout work. It is the limit of this
+	// access pattern on this machine (memcpy streams; the op and gather jump between rows).
+	gplan, err := Compile(fx.cfgs, Options{Version: 3, PSNum: 4, VariantType: "example", ParallelFlag: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	parts, features, ie := gplan.oraclePrepare(fx.in, fx.in.Embeddings)
+	if ie != nil {
+		b.Fatal(ie)
+	}
+	// Each fid is read as wide as its feature's slices reach (version 3 numbers positions in
+	// floats, so the width comes from the plan).
+	width := make([]int, len(features))
+	for _, sl := range gplan.slices {
+		width[sl.feature] = max(width[sl.feature], sl.start+sl.dims)
+	}
+	var rows [][]float32
+	at := []int{0}
+	for f, fr := range features {
+		if !fr.present || width[f] == 0 {
+			continue
+		}
+		n := fx.in.BatchSize
+		if fr.shared {
+			n = 1
+		}
+		for r := range n {
+			for _, fo := range fids(fx.in, fr.first+r) {
+				pt := parts[fo>>32]
+				start := int(fo&0xffffffff) * pt.stride
+				rows = append(rows, pt.data[start:start+width[f]])
+				at = append(at, at[len(at)-1]+width[f])
+			}
+		}
+	}
+	gdst := make([]float32, at[len(rows)])
+	for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("gather_%dthreads", threads), func(b *testing.B) {
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for range b.N {
+				var wg sync.WaitGroup
+				n := len(rows)
+				for t := range threads {
+					wg.Go(func() {
+						for i := n * t / threads; i < n*(t+1)/threads; i++ {
+							copy(gdst[at[i]:at[i+1]], rows[i])
+						}
+					})
+				}
+				wg.Wait()
+			}
+			// Bytes touched: every row float read and written (4 + 4 bytes).
+			report(b, fx.in.BatchSize, int64(8*len(gdst)), cpu0)
+		})
+	}
 }
 
 func BenchmarkBackward(b *testing.B) {
