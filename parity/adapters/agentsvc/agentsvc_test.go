@@ -3,73 +3,13 @@ package agentsvc
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"github.com/monolith-go/monolith/parity/goldentest"
 	"testing"
 
 	"github.com/monolith-go/monolith/parity/harness"
-	"github.com/monolith-go/monolith/tools/specgen/spec"
 )
 
 const specPath = "agent_service/agent_service.yaml"
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	d, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		d = parent
-	}
-}
-
-// load returns the agent_service cases and the declarations of this module's spec.
-func load(t *testing.T) ([]harness.Case, harness.Policy) {
-	t.Helper()
-	root := repoRoot(t)
-	all, err := harness.LoadDir(filepath.Join(root, "parity", "goldens", "python", "agent_service"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []harness.Case
-	for _, c := range all {
-		if c.Module == "agent_service/agent_service" {
-			cases = append(cases, c)
-		}
-	}
-	if len(cases) != 4 {
-		t.Fatalf("%d agent_service cases, want 4", len(cases))
-	}
-	specs, err := spec.LoadDir(filepath.Join(root, "specs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := harness.Policy{ExactMessages: map[string]bool{}, Declared: map[string]harness.Declaration{}}
-	found := false
-	for _, s := range specs {
-		if s.Path != specPath {
-			continue
-		}
-		found = true
-		for _, sym := range s.Parity {
-			for _, d := range sym.Declared {
-				p.Declared[d.Case] = harness.Declaration{Symbol: sym.Symbol, Why: d.Why, ExpectError: d.ExpectError}
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("no spec %s", specPath)
-	}
-	return cases, p
-}
 
 func registry() *harness.Registry {
 	r := harness.NewRegistry()
@@ -80,21 +20,8 @@ func registry() *harness.Registry {
 // TestGoldens: every agent_service case passes or is declared, none is skipped, and every
 // declaration is used.
 func TestGoldens(t *testing.T) {
-	cases, policy := load(t)
-	var out bytes.Buffer
-	s := harness.RunWithOptions(cases, registry(), policy, &out, harness.Options{Verbose: true})
-	t.Logf("\n%s", out.String())
-	if s.Failed > 0 || s.Skipped > 0 {
-		t.Fatalf("%d failed, %d skipped", s.Failed, s.Skipped)
-	}
-	for _, r := range s.Results {
-		if r.Note != "" {
-			t.Errorf("%s: %s", r.Case, r.Note)
-		}
-	}
-	if s.Declared != len(policy.Declared) {
-		t.Errorf("%d cases declared, spec declares %d", s.Declared, len(policy.Declared))
-	}
+	cases, policy := goldentest.Load(t, "agent_service", specPath)
+	goldentest.RequireAll(t, cases, registry(), policy)
 }
 
 // fixedV2 is what v2_zkmirror answers once ZKMirror is asked with the server type's path name, by
@@ -110,7 +37,7 @@ var fixedV2 = map[int]string{
 // TestV2DiffersOnlyAsDeclared: with the declared answers written into the recording (and its
 // AttributeErrors removed), v2_zkmirror passes with no declaration at all.
 func TestV2DiffersOnlyAsDeclared(t *testing.T) {
-	cases, policy := load(t)
+	cases, policy := goldentest.Load(t, "agent_service", specPath)
 	var run []harness.Case
 	for _, c := range cases {
 		if _, ok := policy.Declared[c.Case]; !ok {
@@ -153,7 +80,7 @@ func TestV2DiffersOnlyAsDeclared(t *testing.T) {
 // TestV1FollowsTheSeed guards against answers that do not come from the seeded ZooKeeper tree:
 // with one seeded replica turned UNKNOWN the recording no longer matches.
 func TestV1FollowsTheSeed(t *testing.T) {
-	cases, _ := load(t)
+	cases, _ := goldentest.Load(t, "agent_service", specPath)
 	for _, c := range cases {
 		if c.Call != CallV1 {
 			continue

@@ -4,68 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/monolith-go/monolith/parity/goldentest"
 	"sort"
 	"testing"
 
 	"github.com/monolith-go/monolith/parity/harness"
-	"github.com/monolith-go/monolith/tools/specgen/spec"
 )
 
 const specPath = "agent_service/zk_mirror.yaml"
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	d, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		d = parent
-	}
-}
-
-// load returns the zk_mirror cases and the declarations of this module's spec.
-func load(t *testing.T) ([]harness.Case, harness.Policy) {
-	t.Helper()
-	root := repoRoot(t)
-	cases, err := harness.LoadDir(filepath.Join(root, "parity", "goldens", "python", "zk_mirror"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) != 4 {
-		t.Fatalf("%d zk_mirror cases, want 4", len(cases))
-	}
-	specs, err := spec.LoadDir(filepath.Join(root, "specs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := harness.Policy{ExactMessages: map[string]bool{}, Declared: map[string]harness.Declaration{}}
-	found := false
-	for _, s := range specs {
-		if s.Path != specPath {
-			continue
-		}
-		found = true
-		for _, sym := range s.Parity {
-			for _, d := range sym.Declared {
-				p.Declared[d.Case] = harness.Declaration{Symbol: sym.Symbol, Why: d.Why, ExpectError: d.ExpectError}
-			}
-		}
-	}
-	if !found {
-		t.Fatalf("no spec %s", specPath)
-	}
-	return cases, p
-}
 
 func registry() *harness.Registry {
 	r := harness.NewRegistry()
@@ -75,28 +21,15 @@ func registry() *harness.Registry {
 
 // TestGoldens: every zk_mirror case passes or is declared, and every declaration is used.
 func TestGoldens(t *testing.T) {
-	cases, policy := load(t)
-	var out bytes.Buffer
-	s := harness.RunWithOptions(cases, registry(), policy, &out, harness.Options{Verbose: true})
-	t.Logf("\n%s", out.String())
-	if s.Failed > 0 || s.Skipped > 0 {
-		t.Fatalf("%d failed, %d skipped", s.Failed, s.Skipped)
-	}
-	for _, r := range s.Results {
-		if r.Note != "" {
-			t.Errorf("%s: %s", r.Case, r.Note)
-		}
-	}
-	if s.Declared != len(policy.Declared) {
-		t.Errorf("%d cases declared, spec declares %d", s.Declared, len(policy.Declared))
-	}
+	cases, policy := goldentest.Load(t, "zk_mirror", specPath)
+	goldentest.RequireAll(t, cases, registry(), policy)
 }
 
 // TestGoldensBesidesDeclared checks that the declared cases differ only as declared: with the
 // reference's duplicated get_model_replicas entries removed and, on the real ZooKeeper, the
 // reported resource mirrored, every case passes with no declaration at all.
 func TestGoldensBesidesDeclared(t *testing.T) {
-	cases, policy := load(t)
+	cases, policy := goldentest.Load(t, "zk_mirror", specPath)
 	var run []harness.Case
 	for _, c := range cases {
 		if _, ok := policy.Declared[c.Case]; !ok {

@@ -1,0 +1,84 @@
+// Package goldentest is what the parity adapters' tests share: loading one Python module's golden
+// cases with the policy its spec declares, and requiring that every case passes or is declared.
+package goldentest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/monolith-go/monolith/parity/harness"
+	"github.com/monolith-go/monolith/parity/policy"
+	"github.com/monolith-go/monolith/tools/specgen/spec"
+)
+
+// RepoRoot is the nearest directory above the working directory holding go.mod (under Bazel the
+// test's data dependencies include //:go.mod, so the runfiles tree has one).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	d, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		d = parent
+	}
+}
+
+// Load returns the golden cases of parity/goldens/python/<module> and the policy declared by the
+// spec specs/<specPath> (e.g. "agent_service/zk_mirror.yaml"). It fails t when either is missing.
+func Load(t testing.TB, module, specPath string) ([]harness.Case, harness.Policy) {
+	t.Helper()
+	root := RepoRoot(t)
+	cases, err := harness.LoadDir(filepath.Join(root, "parity", "goldens", "python", module))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatalf("no %s cases", module)
+	}
+	specs, err := spec.LoadDir(filepath.Join(root, "specs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.Path == specPath {
+			p, err := policy.FromSpecs([]*spec.Spec{s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cases, p
+		}
+	}
+	t.Fatalf("no spec %s", specPath)
+	return nil, harness.Policy{}
+}
+
+// RequireAll runs cases and fails t unless every case passes or is declared, no case is skipped
+// or carries a note, and every declaration of the policy is used.
+func RequireAll(t testing.TB, cases []harness.Case, r *harness.Registry, p harness.Policy) harness.Summary {
+	t.Helper()
+	var out bytes.Buffer
+	s := harness.RunWithOptions(cases, r, p, &out, harness.Options{Verbose: true})
+	t.Logf("\n%s", out.String())
+	if s.Failed > 0 || s.Skipped > 0 {
+		t.Fatalf("%d failed, %d skipped", s.Failed, s.Skipped)
+	}
+	for _, res := range s.Results {
+		if res.Note != "" {
+			t.Errorf("%s: %s", res.Case, res.Note)
+		}
+	}
+	if s.Declared != len(p.Declared) {
+		t.Errorf("%d cases declared, the spec declares %d", s.Declared, len(p.Declared))
+	}
+	return s
+}
