@@ -259,7 +259,10 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
         const Part &pt = parts[part];
         if (pt.width >= 0 && max_end > pt.width) return Fail(err, FEL_ERR_FID_WIDTH, k, part, pt.width);
         // pos * stride + max_end <= size, without overflow.
-        if (max_end > pt.size || (pt.stride > 0 && pos > (pt.size - max_end) / pt.stride)) {
+        // v3/v4 strides are 1: no 64-bit division per fid (it dominated validation).
+        if (max_end > pt.size ||
+            (pt.stride == 1 ? pos > pt.size - max_end
+                            : pt.stride > 0 && pos > (pt.size - max_end) / pt.stride)) {
           return Fail(err, FEL_ERR_FID_OFFSET, k, pos, pt.size);
         }
       }
