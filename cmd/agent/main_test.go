@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
@@ -52,22 +52,6 @@ func fakeTFS(t *testing.T) string {
 		t.Fatalf("go build fake_tfs: %v\n%s", err, out)
 	}
 	return bin
-}
-
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the command's writes and the test's reads.
@@ -194,7 +178,7 @@ func started(t *testing.T, args []string, stdout, stderr io.Writer) (agentrun.Re
 // even PS shards, binds them, answers HeartBeat and the status endpoint, prints its guide and
 // stops cleanly.
 func TestDemo(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	var stdout, stderr syncBuffer
 	r, stop := started(t, nil, &stdout, &stderr)
 	want := []string{"demo_model:entry", "demo_model:ps_0", "demo_model:ps_2"}
@@ -253,7 +237,7 @@ func TestDemo(t *testing.T) {
 
 // TestExitAfter: --exit_after stops the demo by itself with status 0.
 func TestExitAfter(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"--exit_after=300ms", "--status_addr="}, &stdout, &stderr, nil); code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
@@ -293,7 +277,7 @@ func TestConf(t *testing.T) {
 	args := []string{"--conf", conf, "--tfs_log", filepath.Join(dir, "tfs.log")}
 
 	t.Run("serves", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		t.Setenv(agentv3.TFSBinaryEnv, fakeTFS(t))
 		var stdout, stderr syncBuffer
 		r, stop := started(t, args, &stdout, &stderr)
@@ -318,7 +302,7 @@ func TestConf(t *testing.T) {
 		})
 	})
 	t.Run("tf serving exits", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		// A TF Serving that exits at once with status 1.
 		bin := filepath.Join(dir, "exits")
 		if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
@@ -83,14 +84,14 @@ func replay(t *testing.T, w world) {
 // TestReference replays the reference's recorded command lines on an in-memory ZooKeeper and an
 // in-process AgentService over gRPC.
 func TestReference(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	replay(t, fakeWorld(t))
 }
 
 // TestReferenceRealZooKeeper replays them end to end: a real ZooKeeper server, the command's own
 // connection code (dialZK) and the AgentService over gRPC.
 func TestReferenceRealZooKeeper(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zktest.Start(t)
 	admin, err := zkreal.Connect(tctx(t), zkreal.Options{Servers: []string{srv.Addr()}, Logger: quiet})
 	if err != nil {
@@ -125,7 +126,7 @@ func strp(s string) *string { return &s }
 // TestCommands covers what the reference's recorded runs do not: bad command lines and input
 // (exit 2, before anything is contacted), failed calls (exit 1) and the intended differences.
 func TestCommands(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	f := loadFixture(t)
 	var refHB string
 	for _, c := range loadCases(t) {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -38,22 +38,6 @@ func tctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// noLeak fails the test if goroutines started during it are still running at its end.
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
-		}
-	})
 }
 
 // fixture is testdata/fixture.json: the ZooKeeper trees of the scenario and the export.
@@ -251,7 +235,7 @@ func replay(t *testing.T, zkServers string, admin zk.Client, dial dialFunc) {
 // TestReference replays the reference's recorded scenario on an in-memory ZooKeeper; every
 // command gets a session of its own.
 func TestReference(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zkfake.NewServer()
 	admin := srv.Client()
 	defer admin.Close()
@@ -263,7 +247,7 @@ func TestReference(t *testing.T) {
 // TestReferenceRealZooKeeper replays it end to end on a real ZooKeeper server, connecting as the
 // command does (dialZK).
 func TestReferenceRealZooKeeper(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zktest.Start(t)
 	admin, err := zkreal.Connect(tctx(t), zkreal.Options{Servers: []string{srv.Addr()}, Logger: quiet})
 	if err != nil {
@@ -276,7 +260,7 @@ func TestReferenceRealZooKeeper(t *testing.T) {
 // TestCommandLine covers bad command lines and input (exit 2, nothing contacted), failures after
 // connecting (exit 1) and --help.
 func TestCommandLine(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	f, _ := loadScenario(t)
 	export := writeExport(t, f)
 	noRemote := t.TempDir() // an export whose entry graph calls no PS

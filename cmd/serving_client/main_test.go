@@ -5,12 +5,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	clientspec "github.com/monolith-go/monolith/gen/spec/agent_service/client"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -18,22 +18,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// noLeak fails the test if goroutines started during it are still running at its end.
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
-		}
-	})
-}
 
 // fakeDial opens sessions on one in-memory server and counts them.
 type fakeDial struct {
@@ -120,7 +104,7 @@ func TestFlagErrors(t *testing.T) {
 // TestScenario: load, status as publishes and replicas appear, unload, on one in-memory tree,
 // each step a separate run of the command.
 func TestScenario(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zkfake.NewServer()
 	d := &fakeDial{srv: srv}
 	admin := srv.Client()
@@ -254,7 +238,7 @@ func TestErrors(t *testing.T) {
 		{cmd: "load", model: "m\x00", want: `model name "m\x00"`, kind: errkind.Value},
 	}
 	for _, c := range cases {
-		noLeak(t)
+		leakcheck.Check(t)
 		srv := zkfake.NewServer()
 		base := srv.Client()
 		if c.setup != nil {

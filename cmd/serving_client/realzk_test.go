@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
@@ -15,7 +16,7 @@ import (
 // TestRealZooKeeper runs the command as an operator would, dialling a real ZooKeeper server
 // through a chroot: load, status, unload.
 func TestRealZooKeeper(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zktest.Start(t, zktest.WithTickTime(200*time.Millisecond))
 	admin, err := zkreal.Connect(tctx(t), zkreal.Options{Servers: []string{srv.Addr()}, SessionTimeout: 4 * time.Second, Logger: quiet})
 	if err != nil {

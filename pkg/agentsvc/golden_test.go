@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
@@ -151,7 +152,7 @@ var memoryLine = regexp.MustCompile(`(?m)^memory: ` + fmt.Sprint(fixedMemory) + 
 // each answer with the recording. v1 runs over the in-package ReplicaWatcher-like source, so it
 // checks the service's part (dc-aware keys, empty lists, GetResource); v2 differs on purpose.
 func TestGoldenRPCs(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	services := map[string]*Service{}
 	for _, versioned := range []bool{false, true} {
 		for name, svc := range wireServices(t, versioned) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 )
 
@@ -42,7 +43,7 @@ func registerReplicas(w *fakeWatcher, prefix string, numPS int) {
 // TestAgentService is agent_service_test.py over gRPC on loopback: 20 PS tasks x 2 replicas and
 // the entry, dc_aware, a ReplicaWatcher-like source, and the SvrClient port.
 func TestAgentService(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	env := map[string]string{"TCE_INTERNAL_IDC": "lf", "TCE_LOGICAL_CLUSTER": "default", "MY_HOST_IP": "127.0.0.1"}
 	conf := newConf(t, env, func(c *fieldsT) {
 		c.Bzid, c.BaseName, c.DeployType = strp("test_model"), strp(modelName), strp("ps")
@@ -140,7 +141,7 @@ func TestStopWaitsForRPCsInFlightUpToGrace(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			bp := &blockingProvider{entered: make(chan struct{}, 1), release: make(chan struct{})}
 			srv, err := Listen(NewProviderService(bp.fn, nil, WithLogger(quiet)), 0)
 			if err != nil {
@@ -191,7 +192,7 @@ func TestStopWaitsForRPCsInFlightUpToGrace(t *testing.T) {
 }
 
 func TestServerLifecycle(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	svc := NewProviderService(nil, nil, WithLogger(quiet))
 	// Stop before Start releases the port; Wait returns; Stop twice is fine.
 	srv, err := Listen(svc, 0)
@@ -221,7 +222,7 @@ func TestServerLifecycle(t *testing.T) {
 }
 
 func TestClientDeadline(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	bp := &blockingProvider{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	srv, err := Listen(NewProviderService(bp.fn, nil, WithLogger(quiet)), 0)
 	if err != nil {
@@ -266,7 +267,7 @@ func TestClientTarget(t *testing.T) {
 }
 
 func TestInterceptorSeesEveryCall(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	w := newFakeWatcher(false)
 	w.set("/bz/service/m/ps:0/0", meta("a:1", datadef.StateAvailable))
 	var calls []string

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/replica"
@@ -370,7 +371,7 @@ func runSteps(t *testing.T, c *Client, l, other layout, writer zk.Client, cnt *c
 // TestWatcherSource is agent_service_test.py over gRPC with the real ReplicaWatcher (on zkfake)
 // behind FromWatcher, then the changes of sourceSteps made in ZooKeeper by another session.
 func TestWatcherSource(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	conf := newConf(t, scenarioEnv, func(c *fieldsT) {
 		c.Bzid, c.BaseName, c.DeployType = strp(scenarioBZID), strp(modelName), strp("ps")
 		c.BasePath = strp("/test_model/" + modelName + "/saved_models")
@@ -445,7 +446,7 @@ func TestWatcherSource(t *testing.T) {
 // TestMirrorSource is the same deployment registered for agent v2, served by the real ZKMirror
 // (on zkfake) behind FromMirror, then the changes of sourceSteps.
 func TestMirrorSource(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zkfake.NewServer()
 	writer, client := srv.Client(), srv.Client()
 	t.Cleanup(func() { writer.Close(); client.Close() })

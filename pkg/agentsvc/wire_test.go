@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
@@ -78,7 +79,7 @@ func (rawCodec) Name() string { return "proto" }
 // same deterministic bytes (map entries in key order; a cached answer goes out in exactly those
 // bytes) and the same text format, or the same status code and details.
 func TestPythonClientWire(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	data, err := os.ReadFile("testdata/wire_python.json")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
@@ -28,7 +29,7 @@ var (
 // service info and follows the layout.
 func setUp(t *testing.T) (*ZKBackend, *zkfake.Fake, *recorder) {
 	t.Helper()
-	noLeak(t)
+	leakcheck.Check(t)
 	b, c := newFake(t, bzid)
 	ctx := tctx(t)
 	if err := b.ReportServiceInfo(ctx, container, serviceInfo); err != nil {
@@ -291,7 +292,7 @@ func TestLayoutDeletedAndRecreated(t *testing.T) {
 
 // A callback that returns false stops its watch, and the path can be watched again.
 func TestLayoutCallbackStops(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b, _ := newFake(t, bzid)
 	ctx := tctx(t)
 	calls := 0
@@ -412,7 +413,7 @@ func TestFailedBindingRetried(t *testing.T) {
 // On a client it does not own, Close deletes the backend's ephemeral nodes and leaves the client
 // open; on an owned one it closes the session.
 func TestCloseOnSharedClient(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zkfake.NewServer()
 	c := srv.Client()
 	defer c.Close()
@@ -464,7 +465,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestCtrlOps(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b, c := newFake(t, bzid)
 	ctx := tctx(t)
 	if got, err := b.ListSavedModels(ctx, "nope"); err != nil || got == nil || len(got) != 0 {
@@ -518,7 +519,7 @@ func TestCtrlOps(t *testing.T) {
 // reference's json.dumps(bzid_info(), indent=2) prints for the same tree (generated with the
 // reference's bzid_info over this tree, without the malformed binding, on which it raises).
 func TestBzidInfo(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b, c := newFake(t, bzid)
 	ctx := tctx(t)
 	if info, err := b.BzidInfo(ctx); err != nil || len(info.Models)+len(info.Containers)+len(info.Layouts) != 0 {
@@ -676,7 +677,7 @@ func TestLayoutFollowsDeployConfigs(t *testing.T) {
 // A callback may change its own layout and configs: the changes are delivered after it returns,
 // one call at a time.
 func TestLayoutCallbackReentrant(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b, _ := newFake(t, bzid)
 	ctx := tctx(t)
 	var got [][]string

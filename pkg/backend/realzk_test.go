@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
@@ -68,7 +69,7 @@ func TestRealZooKeeper(t *testing.T) {
 // testRealBasic is backends_test.py's scenario on a real server: watches fire asynchronously, and
 // Settle waits for them.
 func testRealBasic(t *testing.T, srv *zktest.Server) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b := openReal(t, srv, "gip_basic")
 	ctx := tctx(t)
 	layout := "/gip_basic/layouts/test_layout/mixed"
@@ -123,7 +124,7 @@ func testRealBasic(t *testing.T, srv *zktest.Server) {
 // (owned by the new session) within twice the session timeout, and the watches deliver what
 // changed meanwhile.
 func testRealSessionExpiry(t *testing.T, srv *zktest.Server) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b := openReal(t, srv, "gip_expiry")
 	other := connectReal(t, srv)
 	ctx := tctx(t)
@@ -213,7 +214,7 @@ func testRealSessionExpiry(t *testing.T, srv *zktest.Server) {
 // testRealStaleEphemeral: a binding node left by a session that has not expired yet (a restarted
 // agent's previous run) is taken over, so it does not vanish when that session ends.
 func testRealStaleEphemeral(t *testing.T, srv *zktest.Server) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ctx := tctx(t)
 	stale, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{srv.Addr()}, SessionTimeout: realSessionTimeout, Logger: quiet})
 	if err != nil {
@@ -238,7 +239,7 @@ func testRealStaleEphemeral(t *testing.T, srv *zktest.Server) {
 // testRealConfigChanges: on a real server, changes of the layout and of its deploy configs by
 // another client reach the callback, never concurrently, and the last call has the final state.
 func testRealConfigChanges(t *testing.T, srv *zktest.Server) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b := openReal(t, srv, "gip_cfg")
 	other := connectReal(t, srv)
 	ctx := tctx(t)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -60,7 +61,7 @@ func TestFailedCopyLeavesNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			e := newEnv(t)
 			// 3 sub models x 3 files each, copied one file at a time so failingCopy(n) is deterministic.
 			for _, sub := range []string{"entry", "ps_0", "ps_1"} {
@@ -196,7 +197,7 @@ func TestVersionNeverVisibleHalfCopied(t *testing.T) {
 // in progress, leaving no goroutine and no partial copy.
 func TestStopPrompt(t *testing.T) {
 	t.Run("between rounds", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		e := newEnv(t)
 		createVersion(t, e.src, "mdl", "1")
 		m := e.manager(t, "mdl", func(c *Config) { c.LoopInterval = time.Hour })
@@ -207,7 +208,7 @@ func TestStopPrompt(t *testing.T) {
 		within(t, time.Second, "Stop", m.Stop)
 	})
 	t.Run("waiting for the download", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		e := newEnv(t)
 		m := e.manager(t, "mdl", func(c *Config) { c.PollInterval = time.Hour; c.WaitTimeout = 2 * time.Hour })
 		errc := make(chan error, 1)
@@ -224,7 +225,7 @@ func TestStopPrompt(t *testing.T) {
 		}
 	})
 	t.Run("during a copy", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		e := newEnv(t)
 		createVersion(t, e.src, "mdl", "1", "entry", "ps_0")
 		m := e.manager(t, "mdl", nil)
@@ -245,7 +246,7 @@ func TestStopPrompt(t *testing.T) {
 		noVersionVisible(t, e.dst)
 	})
 	t.Run("context cancelled", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		e := newEnv(t)
 		createVersion(t, e.src, "mdl", "1")
 		m := e.manager(t, "mdl", func(c *Config) { c.LoopInterval = time.Hour })
@@ -256,7 +257,7 @@ func TestStopPrompt(t *testing.T) {
 		cancel() // the loop ends without Stop; noLeak checks it
 	})
 	t.Run("run loop", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		e := newEnv(t)
 		m := e.manager(t, "mdl", func(c *Config) { c.LoopInterval = time.Hour })
 		done := make(chan struct{})

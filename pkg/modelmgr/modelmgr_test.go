@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
 // TestStart ports model_manager_test.py's test_start.
 func TestStart(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	e := newEnv(t)
 	createVersion(t, e.src, "test_model", "1234567")
 	m := e.manager(t, "test_model", nil)
@@ -38,7 +39,7 @@ func TestStart(t *testing.T) {
 // TestIgnoreOld ports model_manager_test.py's test_ignore_old: a version older than the one served
 // that shows up later is not copied.
 func TestIgnoreOld(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	e := newEnv(t)
 	createVersion(t, e.src, "test_model", "1234567")
 	metrics := newFakeMetrics()
@@ -378,7 +379,7 @@ func TestCopyKeepsMetadata(t *testing.T) {
 // TestBadInputLoggedLoopGoesOn: a missing source path and an unparsable name are logged naming the
 // path; the loop keeps going and copies once the source is there.
 func TestBadInputLoggedLoopGoesOn(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	e := newEnv(t)
 	var logs logBuffer
 	metrics := newFakeMetrics()
@@ -467,7 +468,7 @@ func TestNew(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 	// No model: nothing to do, no goroutine.
-	noLeak(t)
+	leakcheck.Check(t)
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +489,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestStartClearsReceivePath(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	e := newEnv(t)
 	createTree(t, e.dst, "mdl/entry/1/stale")
 	createVersion(t, e.src, "mdl", "2", "entry")
@@ -545,7 +546,7 @@ func TestWaitForDownload(t *testing.T) {
 
 // TestStartRetriesUntilCopied: Start keeps retrying a round that fails until one succeeds.
 func TestStartRetriesUntilCopied(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	e := newEnv(t)
 	createVersion(t, e.src, "mdl", "1", "entry")
 	m := e.manager(t, "mdl", func(c *Config) { c.LoopInterval = time.Hour })
@@ -560,7 +561,7 @@ func TestStartRetriesUntilCopied(t *testing.T) {
 }
 
 func TestStartTwice(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	e := newEnv(t)
 	createVersion(t, e.src, "mdl", "1", "entry")
 	m := e.manager(t, "mdl", func(c *Config) { c.LoopInterval = time.Hour })

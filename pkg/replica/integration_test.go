@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
@@ -38,7 +39,7 @@ func TestRealZooKeeper(t *testing.T) {
 	// The manager's session is killed; its replicas are back on the new session within twice the
 	// session timeout, and its watches deliver what changed meanwhile and what changes afterwards.
 	t.Run("session expiry", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		client, observer := connectReal(t, srv, "/expiry"), connectReal(t, srv, "/expiry")
 		conf := referenceConf(t, 1)
 		stub := &statusStub{}
@@ -106,7 +107,7 @@ func TestRealZooKeeper(t *testing.T) {
 	// The watch chain on a real server: new locations, tasks and replicas, changes, deletions,
 	// quick re-creations; and a reconciliation that agrees with it.
 	t.Run("watches", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		client, writer := connectReal(t, srv, "/watches"), connectReal(t, srv, "/watches")
 		const p = "/bz/service/mdl"
 		put(t, writer, p+"/lf:c1/ps:0/1", meta("a:1", avail))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -101,7 +102,7 @@ func allAre(stats map[string]string, want string) bool {
 // manager registers its shard's replicas, reports them AVAILABLE once TF Serving has loaded them,
 // and sees the whole PS set.
 func TestManagerReferenceScenario(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	tfsSrv := startTFS(t, "ps_1", "ps_6", "ps_11", "ps_16", "entry")
 	conf := referenceConf(t, tfsSrv.Port())
 	srv := zkfake.NewServer()
@@ -159,7 +160,7 @@ func TestManagerReferenceScenario(t *testing.T) {
 // TestManagerSessionExpiry: after the session expires, the replicas are registered on the new
 // session and their stat comes back.
 func TestManagerSessionExpiry(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	conf := referenceConf(t, 1)
 	srv := zkfake.NewServer()
 	observer, client := srv.Client(), srv.Client()
@@ -212,7 +213,7 @@ func TestManagerSessionExpiry(t *testing.T) {
 // TestManagerListenerDoesNotBlock: the connection listener returns while the re-registration is
 // still under way (here held up), updates stay paused until it is done, then resume.
 func TestManagerListenerDoesNotBlock(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	conf := referenceConf(t, 1)
 	srv := zkfake.NewServer()
 	observer := srv.Client()
@@ -256,7 +257,7 @@ func TestManagerListenerDoesNotBlock(t *testing.T) {
 // TestManagerRestoresMissingNode: an own node deleted behind the manager's back is re-created by
 // the reconciliation with its last stat (no UNKNOWN flap), and others are left alone.
 func TestManagerRestoresMissingNode(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	conf := referenceConf(t, 1)
 	srv := zkfake.NewServer()
 	observer, client := srv.Client(), srv.Client()
@@ -292,7 +293,7 @@ func TestManagerRestoresMissingNode(t *testing.T) {
 
 // TestManagerStartFails: a failed start leaves nothing running.
 func TestManagerStartFails(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	client := zkfake.New()
 	conf := referenceConf(t, 1)
 	m := newManager(t, client, conf, ManagerOptions{Updater: UpdaterOptions{Status: &statusStub{}}})

@@ -13,6 +13,7 @@ import (
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -83,7 +84,7 @@ func metaJSON(addr, addr6, archon, archon6 string, stat datadef.ModelState) stri
 // TestRegister: which nodes each deploy registers, where, with what (the reference's
 // _do_register / register).
 func TestRegister(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ports := map[string]string{"PORT": "9001", "PORT3": "9003", "PORT5": "9005", "PORT7": "9007", "PORT8": "9008", "PORT10": "9010"}
 	env := func(extra map[string]string) map[string]string {
 		e := map[string]string{"MY_HOST_IP": "10.1.2.3", "MY_HOST_IPV6": "fe80::abcd"}
@@ -280,7 +281,7 @@ func TestChooseStatus(t *testing.T) {
 // status carrying an error changes nothing (and does not hold the other models back); a node that
 // vanished is created again.
 func TestUpdateOnce(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	env := map[string]string{"MY_HOST_IP": "h", "REPLICA_ID": "0", "SHARD_ID": "0", "MONOLITH_HOST_SHARD_N": "1"}
 	conf := newConf(t, env, func(f *utilsspec.AgentConfig) { f.DeployType, f.AgentVersion, f.NumPS = ptr("ps"), 2, 2 })
 	client := zkfake.New()
@@ -386,7 +387,7 @@ func TestUpdateWriteFailure(t *testing.T) {
 // TestUpdaterWithFakeTFS: the updater's loop against a fake TF Serving over gRPC, through the
 // default status source (a tfs.Monitor it owns).
 func TestUpdaterWithFakeTFS(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	tfsSrv := startTFS(t, "ps_0", "ps_2", "entry")
 	env := tfsEnv(tfsSrv.Port(), map[string]string{"REPLICA_ID": "4", "SHARD_ID": "0", "MONOLITH_HOST_SHARD_N": "2"})
 	conf := newConf(t, env, func(f *utilsspec.AgentConfig) {
@@ -434,7 +435,7 @@ func TestUpdaterWithFakeTFS(t *testing.T) {
 
 // TestUpdaterLoopPauses: a paused updater writes nothing; kicked after resuming, it writes at once.
 func TestUpdaterLoopPauses(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	client := zkfake.New()
 	defer client.Close()
 	env := map[string]string{"MY_HOST_IP": "h", "REPLICA_ID": "0", "SHARD_ID": "0"}

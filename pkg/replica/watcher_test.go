@@ -11,6 +11,7 @@ import (
 
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -72,7 +73,7 @@ func startWatcher(t testing.TB, c zk.Client, conf *agentconf.AgentConfig, opts W
 // TestWatcherLayouts: the initial load under both layouts, the cache keys, the listing order
 // (creation order, whatever the names' order) and the location filters.
 func TestWatcherLayouts(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	type node struct {
 		path string
 		m    datadef.ReplicaMeta
@@ -167,7 +168,7 @@ func TestWatcherLayouts(t *testing.T) {
 // TestWatcherFollowsChanges: each change made by another session reaches the cache (the
 // reference's data_watch and children watch semantics).
 func TestWatcherFollowsChanges(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const p = "/bz/service/mdl"
 	tests := []struct {
 		name    string
@@ -332,7 +333,7 @@ func TestWatcherRewatchesRecreatedNode(t *testing.T) {
 // TestReconcile: the reconciliation repairs what the watches missed, never overwrites fresher
 // watch news, reports own nodes that are missing, and lists no empty task.
 func TestReconcile(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const p = "/bz/service/mdl"
 	tests := []struct {
 		name     string
@@ -468,7 +469,7 @@ func TestReconcileWatchesWhatItFinds(t *testing.T) {
 // TestPollLoop: the periodic reconciliation runs by itself, and Stop does not wait for the next
 // round however long the period.
 func TestPollLoop(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const p = "/bz/service/mdl"
 	for _, tc := range []struct {
 		name     string
@@ -508,7 +509,7 @@ func TestPollLoop(t *testing.T) {
 
 // TestWatcherStopStart: Stop empties the cache and ends every watch; Start loads again.
 func TestWatcherStopStart(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const p = "/bz/service/mdl"
 	srv := zkfake.NewServer()
 	writer, client := srv.Client(), srv.Client()

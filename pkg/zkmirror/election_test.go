@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 )
 
 // TestElectionEntry: an entry deployment never runs for leader (no contender node).
 func TestElectionEntry(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	c := zkfakeClient(t)
 	cfg := testConfig(c)
 	cfg.DeployType = agentconf.ServerEntry
@@ -35,7 +36,7 @@ func TestElectionEntry(t *testing.T) {
 // when the leader's session expires the second takes over and the first runs again; Stop ends
 // the leader function and the waiting contender.
 func TestElection(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	c1 := zkfakeClient(t)
 	c2 := c1.Server().Client()
 	t.Cleanup(func() { c2.Close() })

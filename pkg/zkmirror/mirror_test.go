@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -13,7 +14,7 @@ import (
 
 // TestCRUD is zk_mirror_test's test_crud.
 func TestCRUD(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	m, c := fakeMirror(t)
 	ctx := tctx(t)
 	if err := m.EnsurePath(ctx, "/model/crud"); err != nil {
@@ -157,7 +158,7 @@ func TestReplicaIDFromEnv(t *testing.T) {
 // TestStop: Stop unblocks consumers, stops the watches (no more events or mirror changes), and
 // later calls fail with ErrStopped; nothing is left running.
 func TestStop(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	c := zkfake.New()
 	defer c.Close()
 	m, err := New(testConfig(c))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 )
 
@@ -26,7 +27,7 @@ func evIndex(t *testing.T, e datadef.Event) int {
 }
 
 func TestQueueFIFO(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	q := NewQueue()
 	// Interleave puts and gets without ever emptying the queue, past the compaction threshold.
 	next, want := 0, 0
@@ -64,7 +65,7 @@ func TestQueueFIFO(t *testing.T) {
 }
 
 func TestQueueGetWaits(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	tests := []struct {
 		name    string
 		act     func(q *Queue, cancel context.CancelFunc)
@@ -153,7 +154,7 @@ func TestQueueClear(t *testing.T) {
 // TestQueueConcurrent: every event put by several producers reaches exactly one of several
 // consumers, and each producer's events come out in its order.
 func TestQueueConcurrent(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	q := NewQueue()
 	const producers, perProducer, consumers = 4, 2000, 3
 	var wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -41,7 +42,7 @@ func TestRealZooKeeper(t *testing.T) {
 
 	// zk_mirror_test's test_zk_mirror: portal, publish, service and resources.
 	t.Run("scenario", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		m := realMirror(t, realClient(t, srv), "scenario")
 		runScenario(t, m, func(what string, cond func() bool) {
 			t.Helper()
@@ -52,7 +53,7 @@ func TestRealZooKeeper(t *testing.T) {
 	// Resources reported after WatchResource, before /{bzid}/resource existed, are mirrored
 	// (kazoo's ChildrenWatch gave up on the missing node: the reference mirrored none).
 	t.Run("resource_node_created_later", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		c := realClient(t, srv)
 		m := realMirror(t, c, "later")
 		ctx := tctx(t)
@@ -71,7 +72,7 @@ func TestRealZooKeeper(t *testing.T) {
 	// After a session expiry the mirror converges without a restart: the ephemeral nodes of the
 	// old session are dropped from it, and what is written on the new session is mirrored.
 	t.Run("session_expiry", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		c := realClient(t, srv)
 		m := realMirror(t, c, "expiry")
 		ctx := tctx(t)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -13,7 +14,7 @@ import (
 // resource node for each of the NumTCEShard shards, entries (replica -1) aside, then returns the
 // number of replicas.
 func TestNumTCEReplica(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	c := zkfakeClient(t)
 	cfg := testConfig(c)
 	cfg.NumShard = 2

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
@@ -191,7 +192,7 @@ func sameReplicas(got []datadef.ReplicaMeta, want ...datadef.ReplicaMeta) bool {
 
 // TestZKMirror is zk_mirror_test's test_zk_mirror on the fake.
 func TestZKMirror(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	m, _ := fakeMirror(t)
 	runScenario(t, m, func(what string, cond func() bool) {
 		t.Helper()

@@ -10,13 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -46,22 +45,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
 }
 
 // fakeAgent records what the entry point does with it.
@@ -192,7 +175,7 @@ func TestRunAgent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			agent := &fakeAgent{startErr: tc.startErr}
 			reg := NewRegistry()
 			reg.Register(3, func(p Params) (Agent, error) { agent.p = p; return agent, nil })
@@ -282,7 +265,7 @@ agent_version 3
 // three children, child i with REPLICA_ID = replica_id * 3 + i, DENSE_SERVICE_IDX = i and its
 // index; they are real processes (this test binary run again, see TestMain).
 func TestDenseMultiProcess(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	out := filepath.Join(t.TempDir(), "children")
 	t.Setenv(helperEnv, out)
 	conf := writeConf(t, denseConf)
@@ -308,7 +291,7 @@ func TestDenseMultiProcess(t *testing.T) {
 // TestDenseChild: a child of the multi-process mode runs one agent with the ".mps{i}" log and its
 // own status port; a spawn failure stops the children already started.
 func TestDenseChild(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	conf := writeConf(t, denseConf)
 	var got Params
 	reg := NewRegistry()

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentbase "github.com/monolith-go/monolith/pkg/agent/base"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
@@ -259,7 +260,7 @@ func TestAgentOnFakeZK(t *testing.T) {
 		{"dense", "dense", true, Dense},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			noChildren(t)
 			client := zkfake.New()
 			t.Cleanup(func() { client.Close() })
@@ -292,7 +293,7 @@ func TestAgentOnFakeZK(t *testing.T) {
 // TestAgentStopsOnContext: the command's signal ends ctx; the children stop gracefully (fake_tfs
 // exits 0 on SIGTERM) and WaitForTermination returns nil.
 func TestAgentStopsOnContext(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	client := zkfake.New()
 	t.Cleanup(func() { client.Close() })
@@ -320,7 +321,7 @@ func TestAgentStopsOnContext(t *testing.T) {
 
 // TestAgentStartFailure: a TF Serving binary that cannot run fails Start and leaves nothing.
 func TestAgentStartFailure(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	client := zkfake.New()
 	t.Cleanup(func() { client.Close() })
@@ -344,7 +345,7 @@ func TestAgentStartFailure(t *testing.T) {
 
 // TestAgentStopDuringStart: Stop while the entry waits for a PS set that never comes ends Start.
 func TestAgentStopDuringStart(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	client := zkfake.New()
 	t.Cleanup(func() { client.Close() })
@@ -402,7 +403,7 @@ func TestAgentRealZooKeeper(t *testing.T) {
 		{"PS dies", "/ps_dies", PS},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			noChildren(t)
 			conf := newConf(t, nil, func(f *utilsspec.AgentConfig) {
 				f.DeployType, f.DenseAlone, f.ZKServers = ptr("mixed"), true, ptr(srv.Addr()+c.chroot)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monolith-go/monolith/internal/leakcheck"
 )
 
 // graph is a mixed-like graph of sleeping processes: PS (with a proxy sub node), dense, entry.
@@ -72,7 +74,7 @@ func assertAllGone(t *testing.T, pids []int) {
 func TestSupervisorTakesGraphDown(t *testing.T) {
 	for i, name := range []string{"PS", "PROXY", "DENSE", "ENTRY"} {
 		t.Run(name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			noChildren(t)
 			g := newGraph(t, MgrOptions{}, "")
 			defer g.m.KillAll()
@@ -105,7 +107,7 @@ func TestSupervisorTakesGraphDown(t *testing.T) {
 // TestKillAll stops everything, reports no error, and may be called again; the manager does not
 // start again.
 func TestKillAll(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	g := newGraph(t, MgrOptions{}, "")
 	if err := g.m.Start(tctx(t, 20*time.Second)); err != nil {
@@ -135,7 +137,7 @@ func TestKillAll(t *testing.T) {
 
 // TestStartFailureKillsStarted: when a node cannot start, the ones already running are stopped.
 func TestStartFailureKillsStarted(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	g := newGraph(t, MgrOptions{}, "exit 7\n")
 	// The entry's port must stay closed for its exit to be seen: give it a port nobody holds.
@@ -150,7 +152,7 @@ func TestStartFailureKillsStarted(t *testing.T) {
 
 // TestStartAbortedByKillAll: KillAll while the entry waits for the PS set ends the Start at once.
 func TestStartAbortedByKillAll(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	g := newGraph(t, MgrOptions{}, "")
 	g.sets.set(false, false)
@@ -175,7 +177,7 @@ func TestStartAbortedByKillAll(t *testing.T) {
 
 // TestExitDuringStart: a PS dying while the entry waits takes the graph down and fails Start.
 func TestExitDuringStart(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	g := newGraph(t, MgrOptions{}, "")
 	g.sets.set(false, false)
@@ -201,7 +203,7 @@ func TestExitDuringStart(t *testing.T) {
 // TestFailoverRestarts: with failover on, a PS or dense process that dies is restarted and the
 // graph stays up; the main process dying still takes it down.
 func TestFailoverRestarts(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	g := newGraph(t, MgrOptions{Failover: true}, "")
 	defer g.m.KillAll()
@@ -239,7 +241,7 @@ func TestFailoverRestarts(t *testing.T) {
 }
 
 func TestStartTwice(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	g := newGraph(t, MgrOptions{}, "")
 	defer g.m.KillAll()

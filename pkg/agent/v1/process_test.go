@@ -12,6 +12,7 @@ import (
 	"time"
 
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentbase "github.com/monolith-go/monolith/pkg/agent/base"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -80,7 +81,7 @@ func newNode(t *testing.T, spec NodeSpec) *ProcessNode {
 // TestNodeRunAndKill: the process runs in its directory with its environment and its output in
 // the serving log; Kill stops it with SIGTERM and reaps it.
 func TestNodeRunAndKill(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	dir := t.TempDir()
 	log := &agentbase.ServingLog{Prefix: "ps", TFSLog: filepath.Join(dir, "tfs.std.log")}
@@ -117,7 +118,7 @@ func TestNodeRunAndKill(t *testing.T) {
 
 // TestKillEscalates: a process ignoring SIGTERM gets SIGKILL after the grace period.
 func TestKillEscalates(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	dir := t.TempDir()
 	timing := fastTiming()
@@ -143,7 +144,7 @@ func TestKillEscalates(t *testing.T) {
 
 // TestKillSubprocsFirst: Kill of a node stops its sub nodes too, and none of them runs again.
 func TestKillSubprocsFirst(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	dir := t.TempDir()
 	parent := newNode(t, NodeSpec{Type: PS, Dir: dir, Cmd: script(t, dir, "p.sh", sleeper)})
@@ -220,7 +221,7 @@ func TestWaitForStarted(t *testing.T) {
 		}, true, 20 * time.Second, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			noChildren(t)
 			dir := t.TempDir()
 			port := freePort(t)
@@ -254,7 +255,7 @@ func TestWaitForStarted(t *testing.T) {
 
 // TestWaitForStartedEndsWithContext: a cancelled wait for the port returns at once.
 func TestWaitForStartedEndsWithContext(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	noChildren(t)
 	dir := t.TempDir()
 	n := newNode(t, NodeSpec{Type: PS, Dir: dir, Port: freePort(t), Cmd: script(t, dir, "run.sh", sleeper)})
@@ -286,7 +287,7 @@ func TestEntryWaitsForSets(t *testing.T) {
 		{"dense set not needed", false, true, false, 0, 20 * time.Second, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			noChildren(t)
 			dir := t.TempDir()
 			sets := &stubSets{}
@@ -323,7 +324,7 @@ func TestEntryWaitsForSets(t *testing.T) {
 
 // TestEntryWaitEndsWithContext: a cancelled wait for the PS set starts nothing.
 func TestEntryWaitEndsWithContext(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	dir := t.TempDir()
 	n := newNode(t, NodeSpec{Type: Entry, Dir: dir, Sets: &stubSets{}, Cmd: script(t, dir, "entry.sh", sleeper)})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -349,7 +350,7 @@ func TestFailover(t *testing.T) {
 		{Proxy, false, false},
 	} {
 		t.Run(fmt.Sprintf("%v main=%v", c.t, c.main), func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			noChildren(t)
 			dir := t.TempDir()
 			sets := &stubSets{}

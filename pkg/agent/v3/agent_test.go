@@ -12,6 +12,7 @@ import (
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/tfs"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -83,7 +84,7 @@ func TestAgentV3(t *testing.T) {
 	}
 	for _, r := range rigs {
 		t.Run(r.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			testScenario(t, r.make(t))
 		})
 	}

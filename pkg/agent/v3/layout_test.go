@@ -13,6 +13,7 @@ import (
 
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agent/filter"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/backend"
@@ -178,7 +179,7 @@ func TestLayoutFilters(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			env := map[string]string{"MONOLITH_HOST_SHARD_N": fmt.Sprint(tc.numShard)}
 			if tc.shardID != "" {
 				env["SHARD_ID"] = tc.shardID
@@ -219,7 +220,7 @@ func TestLayoutFilters(t *testing.T) {
 // TestLayoutNotApplied: a layout the agent cannot apply leaves the previous config in place and
 // says why in the status; the next good layout is applied.
 func TestLayoutNotApplied(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	m := agentstatus.NewMetrics()
 	a, ctl := fakeAgent(t, nil, func(f *utilsspec.AgentConfig) { f.LayoutFilters = []string{"ps_{i}; 10 // i"} },
 		func(o *Options) { o.Metrics = m })
@@ -278,7 +279,7 @@ func TestWaitForTermination(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			var proc *exitingTFS
 			a, _ := fakeAgent(t, nil, nil, func(o *Options) {
 				o.PollInterval = time.Millisecond
@@ -438,7 +439,7 @@ func (r *countingReloader) snapshot() (int, [][]string) {
 // TestReloadRetries: a reload that fails is retried with backoff until TF Serving accepts it; the
 // status and the metrics count the attempts.
 func TestReloadRetries(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	m := agentstatus.NewMetrics()
 	r := &countingReloader{fails: 3}
 	a, ctl := fakeAgent(t, nil, nil, func(o *Options) {
@@ -478,7 +479,7 @@ func TestReloadRetries(t *testing.T) {
 // TestReloadSendsNewest: configs submitted while a reload fails are not queued: the newest one is
 // sent next.
 func TestReloadSendsNewest(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	r := &countingReloader{fails: 1 << 30, called: make(chan struct{}, 1)}
 	rl := newReloader(r, Options{ReloadTimeout: time.Second, ReloadBackoff: time.Hour, ReloadBackoffMax: time.Hour}, quiet, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -507,7 +508,7 @@ func TestReloadSendsNewest(t *testing.T) {
 // TestSessionExpiry: after its ZooKeeper session expires the agent's service info and bindings
 // come back without a restart.
 func TestSessionExpiry(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	srv := zkfake.NewServer()
 	agentZK, ctl := srv.Client(), srv.Client()
 	defer agentZK.Close()
@@ -542,7 +543,7 @@ func TestSessionExpiry(t *testing.T) {
 // TestStopAbortsStart: Stop during a Start that waits for ZooKeeper (nothing listens at
 // zk_servers) ends the Start at once; both return and nothing is left running.
 func TestStopAbortsStart(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	conf := testConfig(t, nil, func(f *utilsspec.AgentConfig) { f.ZKServers = ptr("127.0.0.1:1") })
 	a, err := New(conf, Options{ModelConfigDir: t.TempDir(), Logger: quiet,
 		TFS: func(file string) (tfs.Process, error) { return &tfs.FakeWrapper{ModelConfigFile: file}, nil }})

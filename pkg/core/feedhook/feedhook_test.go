@@ -8,31 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// noLeak fails the test if goroutines started during it are still running at its end.
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			t.Errorf("%d goroutines leaked", n-before)
-		}
-	})
-}
 
 type reference struct {
 	Signals struct {
@@ -51,7 +36,7 @@ type reference struct {
 // The reference's _OpQueueContext / _OpSignalOnceQueueContext: a target reading
 // read_iteration_counts() sees every sent count up to STOP (join sends one).
 func TestQueueContextsReference(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	data, err := os.ReadFile("testdata/reference_feedhook.json")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +79,7 @@ func TestQueueContextsReference(t *testing.T) {
 }
 
 func TestQueueContextErrorsAndCancel(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	boom := errors.New("boom")
 	q := Start(context.Background(), "E", func(ctx context.Context, q *QueueContext) error {
 		for range q.ReadIterationCounts(ctx) {
@@ -242,7 +227,7 @@ func newHook(t *testing.T, s Session, mod func(*HookConfig)) *Hook {
 }
 
 func TestHookEndOfStream(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ctx := context.Background()
 	s := &fakeSession{stopAt: 5}
 	h := newHook(t, s, nil)
@@ -278,7 +263,7 @@ func TestHookEndOfStream(t *testing.T) {
 }
 
 func TestHookOptions(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ctx := context.Background()
 	// One enqueue per signal, a dequeue every 2nd iteration, no signals at all.
 	s := &fakeSession{noSignals: true}
@@ -308,7 +293,7 @@ func TestHookOptions(t *testing.T) {
 }
 
 func TestHookErrors(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ctx := context.Background()
 	boom := errors.New("enqueue failed")
 	s := &fakeSession{badSignals: true, failEnq: boom}

@@ -6,31 +6,15 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 )
-
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-}
 
 func mustNew(t *testing.T, capacity int, cbs ...Callback) *Barrier {
 	t.Helper()
@@ -90,7 +74,7 @@ func TestIndices(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			reached := make(chan struct{}, len(tc.waiting)+1)
 			b := mustNew(t, tc.capacity, func(context.Context, string) error {
 				reached <- struct{}{}
@@ -152,7 +136,7 @@ func TestWaitUntilRemovedErrors(t *testing.T) {
 		}
 	})
 	t.Run("context done unmarks the worker", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		b := mustNew(t, 2)
 		if err := b.Place(ctx, ""); err != nil {
 			t.Fatal(err)
@@ -190,7 +174,7 @@ func TestWaitUntilRemovedErrors(t *testing.T) {
 }
 
 func TestWaitLogsWhileBlocked(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	var buf syncBuffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
@@ -262,7 +246,7 @@ func (c *counter) get() int {
 
 // The reference's test_barrier_hook_not_blocked.
 func TestHookNotBlocked(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	b := mustNew(t, 2)
 	var c counter
 	if err := runhook.Run(context.Background(), []runhook.Hook{NewHook(1, b)}, c.step(5)); err != nil {
@@ -276,7 +260,7 @@ func TestHookNotBlocked(t *testing.T) {
 // The reference's test_barrier_hook_blocked: the worker stops after its first step until the
 // chief removes the barrier, and the callbacks see the barrier's action.
 func TestHookBlocked(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const action = "test_action"
 	var mu sync.Mutex
 	calls := 0

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,26 +20,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/hooks/server"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 )
-
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-}
 
 // saver counts saves; block makes TriggerSave wait for its context.
 type saver struct {
@@ -83,7 +67,7 @@ func rpcCtx(t *testing.T) context.Context {
 // The reference's server_lib_test.test_basic: a training loop serves the controller; a client
 // found through the model dir stops, inspects, resumes, checkpoints and reads the step.
 func TestBasic(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	modelDir := filepath.Join(t.TempDir(), "basic")
 	b := mustBarrier(t, 1)
 	sv := &saver{}
@@ -202,7 +186,7 @@ func dial(t *testing.T, h *Hook) *Client {
 
 // The RPC names are the reference's (service.proto has no package): Python clients call these.
 func TestWireMethodNames(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	h := startHook(t, Config{Barrier: mustBarrier(t, 2), Saver: &saver{}, GlobalStep: func(context.Context) (int64, error) { return 7, nil }})
 	conn, err := grpc.NewClient(h.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -223,7 +207,7 @@ func TestWireMethodNames(t *testing.T) {
 }
 
 func TestBlockStatusWithWaitingWorker(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	reached := make(chan struct{}, 2)
 	b, err := barrier.New(3, func(context.Context, string) error { reached <- struct{}{}; return nil })
 	if err != nil {
@@ -260,7 +244,7 @@ type failingBarrier struct{ *barrier.Barrier }
 func (failingBarrier) Place(context.Context, string) error { return errors.New("disk on fire") }
 
 func TestServiceErrors(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	boom := errors.New("boom")
 	tests := []struct {
 		name string
@@ -343,7 +327,7 @@ func TestNewHookValidates(t *testing.T) {
 }
 
 func TestHookLifecycle(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	step := func(context.Context) (int64, error) { return 0, nil }
 	t.Run("end before start", func(t *testing.T) {
 		h, err := NewHook(Config{ModelDir: t.TempDir(), Barrier: mustBarrier(t, 1), Saver: &saver{}, GlobalStep: step})
@@ -406,7 +390,7 @@ func TestHookLifecycle(t *testing.T) {
 
 // End gives in-flight RPCs StopGrace, then cancels them and returns.
 func TestEndCancelsSlowRPCAfterGrace(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	const grace = 50 * time.Millisecond
 	sv := &saver{block: true, started: make(chan struct{}, 1)}
 	h, err := NewHook(Config{

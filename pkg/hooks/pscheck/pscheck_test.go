@@ -16,26 +16,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/ops"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 )
-
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-}
 
 // prepareMachineInfoHook creates PS 0's machine info after session creation, before the checker
 // starts (the reference test's PrepareMachineInfoHook).
@@ -116,7 +101,7 @@ func setUp(t *testing.T, memLimit int64, report bool) *fixture {
 
 // The reference's test_basic: a healthy PS is checked repeatedly and never reported.
 func TestBasic(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	f := setUp(t, 1<<60, true)
 	err := runhook.Run(context.Background(), f.hooks, func(_ context.Context, rc *runhook.RunContext) error {
 		for i := 0; i < 3; i++ {
@@ -136,7 +121,7 @@ func TestBasic(t *testing.T) {
 // The reference's test_oom: mem_limit=0 makes the PS unhealthy; the report is called once, the
 // barrier is placed, and the checker stops checking.
 func TestOOM(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	f := setUp(t, 0, true)
 	var got map[int]*pb.MachineHealthResult
 	err := runhook.Run(context.Background(), f.hooks, func(_ context.Context, rc *runhook.RunContext) error {
@@ -170,7 +155,7 @@ func TestRaiseInHooks(t *testing.T) {
 		"before run":           {inBeforeRun: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			f := setUp(t, 1<<60, false)
 			err := runhook.Run(context.Background(), append(f.hooks, raise), func(context.Context, *runhook.RunContext) error {
 				return nil
@@ -351,7 +336,7 @@ func TestCheckerEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("only unhealthy PS are reported", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		reports := make(chan map[int]*pb.MachineHealthResult, 1)
 		cfg := Config{
 			Barrier: &placer{}, NumPS: 3, Interval: time.Millisecond,
@@ -376,7 +361,7 @@ func TestCheckerEdges(t *testing.T) {
 		}
 	})
 	t.Run("failed probes and bad results are retried", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		var n atomic.Int64
 		reports := make(chan map[int]*pb.MachineHealthResult, 1)
 		cfg := Config{
@@ -404,7 +389,7 @@ func TestCheckerEdges(t *testing.T) {
 		}
 	})
 	t.Run("barrier placed already is fine", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		reported := make(chan struct{}, 1)
 		p := &placer{err: barrier.ErrAlreadyPlaced}
 		cfg := Config{
@@ -426,7 +411,7 @@ func TestCheckerEdges(t *testing.T) {
 		}
 	})
 	t.Run("barrier failure stops the loop", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		boom := errors.New("barrier broken")
 		cfg := Config{
 			Barrier: &placer{err: boom}, NumPS: 1, Interval: time.Millisecond,
@@ -442,7 +427,7 @@ func TestCheckerEdges(t *testing.T) {
 		}
 	})
 	t.Run("zero PS never reports", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		cfg := Config{Barrier: &placer{}, NumPS: 0, Probe: func(context.Context, int) ([]byte, error) {
 			t.Error("probed with no PS")
 			return nil, nil

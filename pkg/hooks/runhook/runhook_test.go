@@ -5,31 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
-
-// noLeak fails the test when, shortly after it ends, more goroutines run than when it began.
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-}
 
 // recorder logs every call into a shared event list and fails where told to.
 type recorder struct {
@@ -143,7 +126,7 @@ func TestRunOrderingAndErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
+			leakcheck.Check(t)
 			var events []string
 			a := &recorder{name: "a", events: &events, fail: tc.failA}
 			b := &recorder{name: "b", events: &events, fail: tc.failB, stopIn: tc.stopIn, atStep: tc.atStep}
@@ -183,7 +166,7 @@ func (h *goHook) AfterCreateSession(_ context.Context, s *Session) error {
 }
 
 func TestCoordinatedGoroutineErrorStopsLoop(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	started := make(chan struct{})
 	release := make(chan struct{})
 	h := &goHook{f: func(ctx context.Context) error {
@@ -214,7 +197,7 @@ func TestCoordinatedGoroutineErrorStopsLoop(t *testing.T) {
 }
 
 func TestCoordinatedGoroutinePanicIsAnError(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	h := &goHook{f: func(ctx context.Context) error { panic("kaput") }}
 	err := Run(context.Background(), []Hook{h}, func(_ context.Context, rc *RunContext) error {
 		if !rc.Session.Coord.WaitForStop(10 * time.Second) {
@@ -228,7 +211,7 @@ func TestCoordinatedGoroutinePanicIsAnError(t *testing.T) {
 }
 
 func TestBackgroundGoroutineStopsWithLoop(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	var stoppedBy error
 	h := &goHook{f: func(ctx context.Context) error {
 		<-ctx.Done()
@@ -250,7 +233,7 @@ func TestBackgroundGoroutineStopsWithLoop(t *testing.T) {
 }
 
 func TestContextCancelEndsLoop(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var events []string
 	a := &recorder{name: "a", events: &events}
@@ -269,7 +252,7 @@ func TestContextCancelEndsLoop(t *testing.T) {
 }
 
 func TestJoinGraceExceeded(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -367,7 +350,7 @@ func TestCoordinator(t *testing.T) {
 		}
 	})
 	t.Run("join waits for goroutines", func(t *testing.T) {
-		noLeak(t)
+		leakcheck.Check(t)
 		c := NewCoordinator(context.Background())
 		finished := 0
 		var mu sync.Mutex

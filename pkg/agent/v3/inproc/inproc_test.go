@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
 	"github.com/monolith-go/monolith/pkg/agent/v3/inproc"
@@ -28,22 +28,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func noLeak(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-}
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -62,7 +46,7 @@ func ptr[T any](v T) *T { return &v }
 // the fake is stepped by the test, so each version's way to AVAILABLE is seen. The AgentService
 // then answers HeartBeat with the bound addresses, and the RPC is counted in the metrics.
 func TestAgentDrivesInProcessTFS(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := utilsspec.DefaultAgentConfig()
@@ -182,7 +166,7 @@ func mustDial(t *testing.T, addr string) agentv3.Reloader {
 // TestProcessLifecycle: the in-process TF Serving as a tfs.Process: not started, started,
 // stopped (Done closed, Exited).
 func TestProcessLifecycle(t *testing.T) {
-	noLeak(t)
+	leakcheck.Check(t)
 	file := t.TempDir() + "/models.config"
 	if err := writeFile(file, "model_config_list {\n  config {\n    name: \"m:entry\"\n    base_path: \"/x\"\n    model_platform: \"tensorflow\"\n  }\n}\n"); err != nil {
 		t.Fatal(err)
