@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
@@ -28,31 +27,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
-
-var fakeTFSBinary = flag.String("fake_tfs", "", "path of the fake_tfs binary (Bazel passes it; go test builds it)")
-
-// fakeTFS returns the fake TF Serving binary: the one Bazel built, or one go build makes now.
-func fakeTFS(t *testing.T) string {
-	t.Helper()
-	if *fakeTFSBinary != "" {
-		if srcdir := os.Getenv("TEST_SRCDIR"); srcdir != "" {
-			return filepath.Join(srcdir, os.Getenv("TEST_WORKSPACE"), *fakeTFSBinary)
-		}
-		p, err := filepath.Abs(*fakeTFSBinary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	bin := filepath.Join(t.TempDir(), "fake_tfs")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/monolith-go/monolith/cmd/fake_tfs").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build fake_tfs: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // syncBuffer is a bytes.Buffer safe for the command's writes and the test's reads.
 type syncBuffer struct {
@@ -278,7 +252,7 @@ func TestConf(t *testing.T) {
 
 	t.Run("serves", func(t *testing.T) {
 		leakcheck.Check(t)
-		t.Setenv(agentv3.TFSBinaryEnv, fakeTFS(t))
+		t.Setenv(agentv3.TFSBinaryEnv, faketfsbin.Path(t))
 		var stdout, stderr syncBuffer
 		r, stop := started(t, args, &stdout, &stderr)
 		eventually(t, "m:entry to be bound", func() bool {
@@ -317,7 +291,4 @@ func TestConf(t *testing.T) {
 	})
 }
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { faketfsbin.Main(m) }

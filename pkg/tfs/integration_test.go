@@ -2,46 +2,19 @@ package tfs
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/pkg/datadef"
 )
-
-var fakeTFSBinary = flag.String("fake_tfs", "", "path of the fake_tfs binary (Bazel passes it; go test builds it)")
-
-// fakeTFS returns the fake TF Serving binary: the one Bazel built, or one go build makes now.
-func fakeTFS(t *testing.T) string {
-	t.Helper()
-	if *fakeTFSBinary != "" {
-		// $(rootpath) is relative to the workspace root inside the runfiles tree.
-		if srcdir := os.Getenv("TEST_SRCDIR"); srcdir != "" {
-			return filepath.Join(srcdir, os.Getenv("TEST_WORKSPACE"), *fakeTFSBinary)
-		}
-		p, err := filepath.Abs(*fakeTFSBinary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	bin := filepath.Join(t.TempDir(), "fake_tfs")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/monolith-go/monolith/cmd/fake_tfs").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build fake_tfs: %v\n%s", err, out)
-	}
-	return bin
-}
 
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -56,7 +29,7 @@ func freePort(t *testing.T) int {
 // tensorflow_model_server, and drives a reload + status cycle through the monitor over gRPC.
 func TestMonitorDrivesFakeTFSBinary(t *testing.T) {
 	port := freePort(t)
-	bin := fakeTFS(t)
+	bin := faketfsbin.Path(t)
 	t.Logf("fake TF Serving binary: %s", bin)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -120,3 +93,5 @@ func TestMonitorDrivesFakeTFSBinary(t *testing.T) {
 	}
 	t.Fatalf("models never became AVAILABLE; last states %s", states)
 }
+
+func TestMain(m *testing.M) { faketfsbin.Main(m) }

@@ -10,6 +10,7 @@ import (
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 )
 
 const twoModels = `model_config_list {
@@ -64,7 +65,7 @@ func TestWrapperRunsProcess(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(twoModels), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWrapper(WrapperConfig{Binary: fakeTFS(t), GRPCPort: freePort(t), HTTPPort: 0, ArchonPort: 0,
+	w, err := NewWrapper(WrapperConfig{Binary: faketfsbin.Path(t), GRPCPort: freePort(t), HTTPPort: 0, ArchonPort: 0,
 		ModelConfigFile: cfg, TFS: utilsspec.DefaultTfServingConfig(), LogFile: filepath.Join(dir, "tfs.log"), Dir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentbase "github.com/monolith-go/monolith/pkg/agent/base"
 	"github.com/monolith-go/monolith/pkg/agentconf"
@@ -164,7 +165,7 @@ func TestNewErrors(t *testing.T) {
 func agentOptions(t *testing.T, client zk.Client) Options {
 	dir := t.TempDir()
 	return Options{
-		TFSBinary: fakeTFS(t), TFSLog: filepath.Join(dir, "tfs.std.log"), Dir: dir, ZK: client,
+		TFSBinary: faketfsbin.Path(t), TFSLog: filepath.Join(dir, "tfs.std.log"), Dir: dir, ZK: client,
 		Env: []string{"PATH=" + os.Getenv("PATH")}, ZKSessionTimeout: 4 * time.Second,
 		Replica: replica.ManagerOptions{Updater: replica.UpdaterOptions{UpdateInterval: 20 * time.Millisecond}},
 		Timing:  fastTiming(), Logger: quiet,

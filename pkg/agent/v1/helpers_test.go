@@ -2,13 +2,10 @@ package agentv1
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,64 +15,14 @@ import (
 	"time"
 
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 )
-
-var fakeTFSFlag = flag.String("fake_tfs", "", "path of the fake_tfs binary (Bazel passes it; go test builds it)")
 
 // quiet is a logger for tests that do not look at the log.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-var (
-	fakeTFSOnce sync.Once
-	fakeTFSPath string
-	fakeTFSErr  error
-	buildDir    string
-)
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// fakeTFS returns the fake TF Serving binary: the one Bazel built, or one go build makes once per
-// test binary.
-func fakeTFS(t *testing.T) string {
-	t.Helper()
-	fakeTFSOnce.Do(func() {
-		if *fakeTFSFlag != "" {
-			p := *fakeTFSFlag
-			if srcdir := os.Getenv("TEST_SRCDIR"); srcdir != "" {
-				p = filepath.Join(srcdir, os.Getenv("TEST_WORKSPACE"), p)
-			}
-			fakeTFSPath, fakeTFSErr = filepath.Abs(p)
-			return
-		}
-		dir, err := os.MkdirTemp("", "agentv1-test-")
-		if err != nil {
-			fakeTFSErr = err
-			return
-		}
-		buildDir = dir
-		bin := filepath.Join(dir, "fake_tfs")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/monolith-go/monolith/cmd/fake_tfs").CombinedOutput()
-		if err != nil {
-			fakeTFSErr = fmt.Errorf("go build fake_tfs: %v\n%s", err, out)
-			return
-		}
-		fakeTFSPath = bin
-	})
-	if fakeTFSErr != nil {
-		t.Fatal(fakeTFSErr)
-	}
-	return fakeTFSPath
-}
+func TestMain(m *testing.M) { faketfsbin.Main(m) }
 
 // childProcs lists this test process's child processes (zombies included), except the java of
 // a test ZooKeeper server: pid -> "comm state".

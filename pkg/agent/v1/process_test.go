@@ -12,6 +12,7 @@ import (
 	"time"
 
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentbase "github.com/monolith-go/monolith/pkg/agent/base"
 	"github.com/monolith-go/monolith/pkg/agentconf"
@@ -214,7 +215,7 @@ func TestWaitForStarted(t *testing.T) {
 			return script(t, dir, "run.sh", sleeper)
 		}, false, 60 * time.Millisecond, ErrStartTimeout},
 		{"port opened by the process", func(t *testing.T, _ string, port int) string {
-			return fmt.Sprintf("%s --port=%d --fake_host=127.0.0.1 --fake_new_version_interval=0", fakeTFS(t), port)
+			return fmt.Sprintf("%s --port=%d --fake_host=127.0.0.1 --fake_new_version_interval=0", faketfsbin.Path(t), port)
 		}, false, 20 * time.Second, nil},
 		{"port already open", func(t *testing.T, dir string, _ int) string {
 			return script(t, dir, "run.sh", sleeper)

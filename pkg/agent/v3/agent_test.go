@@ -12,6 +12,7 @@ import (
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/tfs"
@@ -52,7 +53,7 @@ func fakeRig(t *testing.T) rig {
 // from zk_servers) with cmd/fake_tfs as TF Serving, a real process started with the command line
 // the agent builds for tensorflow_model_server.
 func realRig(t *testing.T, srv *zktest.Server) rig {
-	bin := fakeTFS(t)
+	bin := faketfsbin.Path(t)
 	dir := t.TempDir()
 	conf := testConfig(t, nil, func(f *utilsspec.AgentConfig) { f.ZKServers = ptr(srv.Addr()) })
 	a, err := New(conf, Options{

@@ -2,19 +2,16 @@ package agentv3
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/faketfsbin"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 )
@@ -62,55 +59,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-var fakeTFSBinary = flag.String("fake_tfs", "", "path of the fake_tfs binary (Bazel passes it; go test builds it)")
-
-var (
-	buildOnce sync.Once
-	builtTFS  string
-	buildErr  error
-	buildDir  string
-	buildOut  []byte
-)
-
-// fakeTFS returns the fake TF Serving binary: the one Bazel built, or one go build makes (once per
-// test binary).
-func fakeTFS(t *testing.T) string {
-	t.Helper()
-	if *fakeTFSBinary != "" {
-		// $(rootpath) is relative to the workspace root inside the runfiles tree.
-		if srcdir := os.Getenv("TEST_SRCDIR"); srcdir != "" {
-			return filepath.Join(srcdir, os.Getenv("TEST_WORKSPACE"), *fakeTFSBinary)
-		}
-		p, err := filepath.Abs(*fakeTFSBinary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "agentv3-fake-tfs")
-		if buildErr != nil {
-			return
-		}
-		builtTFS = filepath.Join(buildDir, "fake_tfs")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		buildOut, buildErr = exec.CommandContext(ctx, "go", "build", "-o", builtTFS, "github.com/monolith-go/monolith/cmd/fake_tfs").CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build fake_tfs: %v\n%s", buildErr, buildOut)
-	}
-	return builtTFS
-}
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { faketfsbin.Main(m) }
 
 func fileExists(path string) (bool, error) {
 	_, err := os.Stat(path)
