@@ -22,6 +22,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
+	"github.com/monolith-go/monolith/pkg/zk/zktest"
 	"github.com/monolith-go/monolith/pkg/zkmirror"
 )
 
@@ -54,15 +55,15 @@ func runFake(in harness.Input) (any, error) {
 	return runOps(in, client, false, nil)
 }
 
-func runReal(c *harness.Ctx, in harness.Input) (any, error) {
-	srv, err := startZooKeeper(c.TempDir())
+func runReal(_ *harness.Ctx, in harness.Input) (any, error) {
+	srv, err := zktest.Launch()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("real ZooKeeper: %w", err)
 	}
-	defer srv.stop()
+	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{srv.addr}, SessionTimeout: 10 * time.Second, Logger: quiet})
+	client, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{srv.Addr()}, SessionTimeout: 10 * time.Second, Logger: quiet})
 	if err != nil {
 		return nil, fmt.Errorf("connect to the real ZooKeeper: %w", err)
 	}

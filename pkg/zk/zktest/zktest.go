@@ -13,7 +13,8 @@
 // dies with the test binary even when the binary is killed before its cleanups run.
 //
 // Start and the fault methods report failures with t.Fatalf, so call them from the goroutine
-// running the test.
+// running the test. Launch starts a server outside a test (the parity checker's real-ZooKeeper
+// cases) in its own temporary directory, which Close removes.
 package zktest
 
 import (
@@ -86,11 +87,12 @@ func WithJava(path string) Option { return func(c *config) { c.java = path } }
 // WithJar sets the ZooKeeper server jar (default DefaultJar).
 func WithJar(path string) Option { return func(c *config) { c.jar = path } }
 
-// Server is a ZooKeeper server owned by one test.
+// Server is a ZooKeeper server owned by one test (Start) or one caller (Launch).
 type Server struct {
-	t         testing.TB
+	t         reporter
 	cfg       config
 	dir       string
+	ownDir    bool // made by Launch: Close removes it
 	port      int
 	classpath string
 
@@ -111,6 +113,59 @@ type process struct {
 // within the start timeout. t.Cleanup stops the server and removes its directory.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	s, err := newServer(t, t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("zktest: %v", err)
+	}
+	// Registered after t.TempDir, so it runs before the directory is removed.
+	t.Cleanup(s.cleanup)
+	return s
+}
+
+// Launch starts a server outside a test (a command such as the parity checker) in a new
+// temporary directory; Close stops it and removes the directory. Its fault methods (Start,
+// Restart, StopFor) panic where a test's server would fail the test.
+func Launch(opts ...Option) (*Server, error) {
+	dir, err := os.MkdirTemp("", "zktest-")
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	s, err := newServer(launchReporter{}, dir, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	s.ownDir = true
+	return s, nil
+}
+
+// Close stops a server made by Launch and removes its directory.
+func (s *Server) Close() {
+	s.cleanup()
+	if s.ownDir {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// reporter is what a Server needs of a test: testing.TB, or launchReporter outside tests.
+type reporter interface {
+	Helper()
+	Logf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Failed() bool
+}
+
+// launchReporter serves servers made by Launch: nothing to log to, and a failure of a fault
+// method panics, as there is no test to fail.
+type launchReporter struct{}
+
+func (launchReporter) Helper()                           {}
+func (launchReporter) Logf(string, ...any)               {}
+func (launchReporter) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (launchReporter) Failed() bool                      { return false }
+
+// newServer configures a server in dir and starts it, retrying on a port taken meanwhile.
+func newServer(r reporter, dir string, opts []Option) (*Server, error) {
 	cfg := config{tick: 2 * time.Second, startTimeout: 30 * time.Second, jar: DefaultJar}
 	for _, o := range opts {
 		o(&cfg)
@@ -123,13 +178,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	java, err := findJava(cfg.java)
 	if err != nil {
-		t.Fatalf("zktest: %v; %s", err, setupHint)
+		return nil, fmt.Errorf("%v; %s", err, setupHint)
 	}
 	cfg.java = java
 	if _, err := os.Stat(cfg.jar); err != nil {
-		t.Fatalf("zktest: no ZooKeeper server jar: %v; %s", err, setupHint)
+		return nil, fmt.Errorf("no ZooKeeper server jar: %v; %s", err, setupHint)
 	}
-	s := &Server{t: t, cfg: cfg, dir: t.TempDir(), sessions: map[int64][]byte{}}
+	s := &Server{t: r, cfg: cfg, dir: dir, sessions: map[int64][]byte{}}
 	s.classpath = s.dir + string(os.PathListSeparator) + cfg.jar
 	for _, j := range logJars {
 		if p := filepath.Join(filepath.Dir(cfg.jar), j); fileExists(p) {
@@ -138,32 +193,29 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	logConf := fmt.Sprintf(log4jProperties, filepath.Join(s.dir, "zookeeper.log"))
 	if err := os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(logConf), 0o644); err != nil {
-		t.Fatalf("zktest: %v", err)
+		return nil, err
 	}
-	// Registered after t.TempDir, so it runs before the directory is removed.
-	t.Cleanup(s.cleanup)
-
 	// A free port can be taken by another process before the server binds it: try a few.
 	for attempt := 1; ; attempt++ {
 		s.port = cfg.port
 		if s.port == 0 {
 			if s.port, err = freePort(); err != nil {
-				t.Fatalf("zktest: %v", err)
+				return nil, err
 			}
 		}
 		if err = s.writeConfig(); err != nil {
-			t.Fatalf("zktest: %v", err)
+			return nil, err
 		}
 		err = s.start()
 		if err == nil || cfg.port != 0 || attempt == 3 || !errors.Is(err, errAddrInUse) {
 			break
 		}
-		t.Logf("zktest: port %d was taken, trying another one", s.port)
+		r.Logf("zktest: port %d was taken, trying another one", s.port)
 	}
 	if err != nil {
-		t.Fatalf("zktest: %v", err)
+		return nil, err
 	}
-	return s
+	return s, nil
 }
 
 // Addr is the server's client address, "127.0.0.1:port".

@@ -450,3 +450,27 @@ func TestParseSrvr(t *testing.T) {
 		})
 	}
 }
+
+// TestLaunch: a server started outside a test answers, and Close stops it and removes its
+// directory; a failed Launch leaves no directory behind.
+func TestLaunch(t *testing.T) {
+	s, err := Launch(WithTickTime(200 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fourLetter(s.Addr(), "srvr", 5*time.Second); err != nil || !strings.Contains(out, "Zookeeper version") {
+		s.Close()
+		t.Fatalf("srvr: %q, %v", out, err)
+	}
+	dir := s.Dir()
+	s.Close()
+	if s.Running() {
+		t.Error("still running after Close")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("directory %s left behind: %v", dir, err)
+	}
+	if _, err := Launch(WithJar(filepath.Join(t.TempDir(), "none.jar"))); err == nil || !strings.Contains(err.Error(), "no ZooKeeper server jar") {
+		t.Fatalf("Launch without a jar: %v", err)
+	}
+}

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package zkmirror
-
-import "syscall"
-
-func sysProcAttr() *syscall.SysProcAttr { return nil }
