@@ -41,7 +41,7 @@ var demoSubGraphs = []string{"entry", "ps_0", "ps_1", "ps_2", "ps_3"}
 
 // runDemo runs agent v3 on the built-in example.conf against an in-process ZooKeeper holding a
 // demo model and an in-process fake TF Serving, through the same entry point as --conf.
-func runDemo(ctx context.Context, c cli, stdout io.Writer, log *slog.Logger, ready func(agentrun.Ready)) error {
+func runDemo(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger, ready func(agentrun.Ready)) error {
 	dir, err := os.MkdirTemp("", "monolith-agent-demo")
 	if err != nil {
 		return err

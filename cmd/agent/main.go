@@ -24,16 +24,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/alecthomas/kong"
-
 	agentspec "github.com/monolith-go/monolith/gen/spec/agent_service/agent"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/cli"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
 )
 
-// cli is the agent's command line: the flags the specs declare.
-type cli struct {
+// cmdFlags is the agent's command line: the flags the specs declare.
+type cmdFlags struct {
 	utilsspec.ConfFlags
 	agentspec.AgentFlags
 	agentspec.RunFlags
@@ -53,25 +52,10 @@ func main() {
 // run runs the command and returns its exit status. ready, when set, also gets the agent once it
 // runs (tests).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(agentrun.Ready)) int {
-	var c cli
-	exit := -1
-	parser, err := kong.New(&c,
-		kong.Name("agent"),
-		kong.Description("Monolith serving agent: runs next to TensorFlow Serving, driven by ZooKeeper. "+
-			"Without --conf it runs a self-contained demo (in-process ZooKeeper and TF Serving)."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-	)
-	if err != nil {
-		fmt.Fprintln(stderr, "agent: internal error:", err)
-		return 1
-	}
-	if _, err := parser.Parse(args); err != nil {
-		fmt.Fprintln(stderr, "agent:", err)
-		return 2
-	}
-	if exit >= 0 { // --help
-		return exit
+	var c cmdFlags
+	if code, done := cli.Parse("agent", "Monolith serving agent: runs next to TensorFlow Serving, driven by ZooKeeper. "+
+		"Without --conf it runs a self-contained demo (in-process ZooKeeper and TF Serving).", &c, args, stdout, stderr, 2); done {
+		return code
 	}
 	if c.ExitAfter < 0 {
 		fmt.Fprintln(stderr, "agent: --exit_after must not be negative")
@@ -100,6 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 			ready(r)
 		}
 	}
+	var err error
 	if c.Conf == "" {
 		err = runDemo(ctx, c, stdout, log, onReady)
 	} else {

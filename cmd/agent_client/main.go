@@ -28,12 +28,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/alecthomas/kong"
 	"golang.org/x/sync/errgroup"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	clientspec "github.com/monolith-go/monolith/gen/spec/agent_service/agent_client"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/datadef"
@@ -44,8 +44,8 @@ import (
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 )
 
-// cli is the command line: the flags the specs declare.
-type cli struct {
+// cmdFlags is the command line: the flags the specs declare.
+type cmdFlags struct {
 	utilsspec.ConfFlags
 	clientspec.AgentClientFlags
 }
@@ -60,44 +60,17 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	hosts, chroot, err := zkreal.ParseHosts(servers)
-	if err != nil {
-		return nil, err
-	}
-	c, err := zkreal.Connect(ctx, zkreal.Options{Servers: hosts, Chroot: chroot, Logger: log})
+	c, err := zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// usageError marks errors of the command line or its input (exit status 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usage(err error) error { return usageError{err} }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agentconf.LookupEnv, dial dialFunc) int {
-	var c cli
-	exit := -1
-	parser, err := kong.New(&c,
-		kong.Name("agent_client"),
-		kong.Description("Client of a Monolith serving agent (AgentService) and of its bzid's ZooKeeper trees."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-	)
-	if err != nil {
-		fmt.Fprintln(stderr, "agent_client: internal error:", err)
-		return 1
-	}
-	if _, err := parser.Parse(args); err != nil {
-		fmt.Fprintln(stderr, "agent_client:", err)
-		return 2
-	}
-	if exit >= 0 { // --help
-		return exit
+	var c cmdFlags
+	if code, done := cli.Parse("agent_client", "Client of a Monolith serving agent (AgentService) and of its bzid's ZooKeeper trees.", &c, args, stdout, stderr, 2); done {
+		return code
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cmd, err := prepare(c, env, log, dial)
@@ -107,20 +80,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agent
 			_, err = io.WriteString(stdout, out)
 		}
 	}
-	if err != nil {
-		// Errors of the packages used may already name the command.
-		fmt.Fprintln(stderr, "agent_client: "+strings.TrimPrefix(err.Error(), "agent_client: "))
-		if errors.As(err, new(usageError)) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	// Errors of the packages used may already name the command: cli.Exit does not repeat it.
+	return cli.Exit("agent_client", err, stderr)
 }
 
 // command is one checked command line with its agent conf.
 type command struct {
-	cli
+	cmdFlags
 	conf  *agentconf.AgentConfig
 	model string // the agent conf's base_name, else --model_name
 	bzid  string
@@ -145,22 +111,22 @@ var zkSubtrees = map[string]struct {
 
 // prepare loads the agent conf and checks that the command has what it needs, before anything is
 // contacted (the reference asserted or failed halfway).
-func prepare(c cli, env agentconf.LookupEnv, log *slog.Logger, dial dialFunc) (*command, error) {
+func prepare(c cmdFlags, env agentconf.LookupEnv, log *slog.Logger, dial dialFunc) (*command, error) {
 	if c.Timeout <= 0 {
-		return nil, usage(fmt.Errorf("--timeout %v is not positive", c.Timeout))
+		return nil, cli.Usage(fmt.Errorf("--timeout %v is not positive", c.Timeout))
 	}
 	if c.Conf == "" {
-		return nil, usage(errors.New("--conf is needed: the agent conf names the bzid, zk_servers and agent_port"))
+		return nil, cli.Usage(errors.New("--conf is needed: the agent conf names the bzid, zk_servers and agent_port"))
 	}
 	conf, err := agentconf.FromFile(c.Conf, agentconf.Options{Env: env, Logger: log})
 	if err != nil {
-		return nil, usage(err)
+		return nil, cli.Usage(err)
 	}
 	if c.Port != 0 {
 		port := c.Port
 		conf.AgentPort = &port
 	}
-	cmd := &command{cli: c, conf: conf, model: c.ModelName, log: log, dial: dial}
+	cmd := &command{cmdFlags: c, conf: conf, model: c.ModelName, log: log, dial: dial}
 	if conf.BaseName != nil && *conf.BaseName != "" { // agent_conf.base_name or FLAGS.model_name
 		cmd.model = *conf.BaseName
 	}
@@ -175,32 +141,32 @@ func prepare(c cli, env agentconf.LookupEnv, log *slog.Logger, dial dialFunc) (*
 	case c.CmdType == "get" && c.Args == "info":
 		usesZK, needsModel = false, false
 		if c.ModelDir == "" {
-			return nil, usage(errors.New("get --args=info needs --model_dir, the export directory"))
+			return nil, cli.Usage(errors.New("get --args=info needs --model_dir, the export directory"))
 		}
 	case c.CmdType == "get" && c.Args != "addr", c.CmdType == "clean":
 		needsModel = false
 		if c.CmdType == "clean" && !zkSubtrees[c.Args].cleanable {
-			return nil, usage(fmt.Errorf("%s is not support!", c.Args))
+			return nil, cli.Usage(fmt.Errorf("%s is not support!", c.Args))
 		}
 	}
 	if needsModel {
 		if cmd.model == "" {
-			return nil, usage(fmt.Errorf("%s needs a model name: --model_name or the agent conf's base_name", c.CmdType))
+			return nil, cli.Usage(fmt.Errorf("%s needs a model name: --model_name or the agent conf's base_name", c.CmdType))
 		}
 		if usesZK && (strings.Contains(cmd.model, "/") || cmd.model == "." || cmd.model == "..") {
-			return nil, usage(fmt.Errorf("model name %q is not a ZooKeeper node name", cmd.model))
+			return nil, cli.Usage(fmt.Errorf("model name %q is not a ZooKeeper node name", cmd.model))
 		}
 	}
 	if usesZK {
 		if conf.Bzid == nil || *conf.Bzid == "" || strings.Contains(*conf.Bzid, "/") {
-			return nil, usage(fmt.Errorf("%s: bzid %s: want a name without '/'", c.Conf, pyfmt.Repr(optAny(conf.Bzid))))
+			return nil, cli.Usage(fmt.Errorf("%s: bzid %s: want a name without '/'", c.Conf, pyfmt.Repr(optAny(conf.Bzid))))
 		}
 		cmd.bzid = *conf.Bzid
 		if conf.ZKServers == nil || strings.TrimSpace(*conf.ZKServers) == "" {
-			return nil, usage(fmt.Errorf("%s: no zk_servers", c.Conf))
+			return nil, cli.Usage(fmt.Errorf("%s: no zk_servers", c.Conf))
 		}
 		if _, _, err := zkreal.ParseHosts(*conf.ZKServers); err != nil {
-			return nil, usage(fmt.Errorf("%s: %w", c.Conf, err))
+			return nil, cli.Usage(fmt.Errorf("%s: %w", c.Conf, err))
 		}
 	}
 	return cmd, nil
@@ -240,7 +206,7 @@ func (c *command) execute(ctx context.Context) (string, error) {
 		case c.CmdType == "clean":
 			err = c.clean(ctx, client)
 		default:
-			err = usage(fmt.Errorf("--cmd_type %q is not supported", c.CmdType))
+			err = cli.Usage(fmt.Errorf("--cmd_type %q is not supported", c.CmdType))
 		}
 		return err
 	})
@@ -275,13 +241,13 @@ func (c *command) dialAgent() (*agentsvc.Client, error) {
 	if target == "" {
 		t, err := agentsvc.Target(c.conf)
 		if err != nil {
-			return nil, usage(err)
+			return nil, cli.Usage(err)
 		}
 		target = t
 	}
 	client, err := agentsvc.Dial(target, agentsvc.ClientOptions{Timeout: c.Timeout})
 	if err != nil {
-		return nil, usage(err)
+		return nil, cli.Usage(err)
 	}
 	return client, nil
 }
@@ -335,7 +301,7 @@ func (c *command) getReplicas(ctx context.Context) (string, error) {
 func (c *command) modelInfo() (string, error) {
 	info, err := resource.ModelInfo(c.ModelDir, resource.ModelInfoOptions{Ckpt: c.Ckpt, Logger: c.log})
 	if err != nil {
-		return "", usage(err)
+		return "", cli.Usage(err)
 	}
 	names := make([]string, 0, len(info))
 	for n := range info {

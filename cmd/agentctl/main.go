@@ -20,9 +20,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/alecthomas/kong"
-
 	ctlspec "github.com/monolith-go/monolith/gen/spec/agent_service/agent_controller"
+	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/agentctl"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -39,55 +38,21 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	hosts, chroot, err := zkreal.ParseHosts(servers)
-	if err != nil {
-		return nil, err
-	}
-	c, err := zkreal.Connect(ctx, zkreal.Options{Servers: hosts, Chroot: chroot, Logger: log})
+	c, err := zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// usageError marks errors of the command line or its input (exit status 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usage(err error) error { return usageError{err} }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dialFunc) int {
 	var f ctlspec.AgentCtlFlags
-	exit := -1
-	parser, err := kong.New(&f,
-		kong.Name("agentctl"),
-		kong.Description("Declare exported saved models in ZooKeeper, publish them into layouts, or print a bzid's overview."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-	)
-	if err != nil {
-		fmt.Fprintln(stderr, "agentctl: internal error:", err)
-		return 1
-	}
-	if _, err := parser.Parse(args); err != nil {
-		fmt.Fprintln(stderr, "agentctl:", err)
-		return 2
-	}
-	if exit >= 0 { // --help
-		return exit
+	if code, done := cli.Parse("agentctl", "Declare exported saved models in ZooKeeper, publish them into layouts, or print a bzid's overview.", &f, args, stdout, stderr, 2); done {
+		return code
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := execute(ctx, f, stdout, log, dial); err != nil {
-		// Errors of the packages used may already name the command.
-		fmt.Fprintln(stderr, "agentctl: "+strings.TrimPrefix(err.Error(), "agentctl: "))
-		if errors.As(err, new(usageError)) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	// Errors of the packages used may already name the command: cli.Exit does not repeat it.
+	return cli.Exit("agentctl", execute(ctx, f, stdout, log, dial), stderr)
 }
 
 // options turns the flags into agentctl.Options.
@@ -139,7 +104,7 @@ func check(f ctlspec.AgentCtlFlags) error {
 
 func execute(ctx context.Context, f ctlspec.AgentCtlFlags, stdout io.Writer, log *slog.Logger, dial dialFunc) error {
 	if err := check(f); err != nil {
-		return usage(err)
+		return cli.Usage(err)
 	}
 	// main's print(): an empty line before anything else.
 	if _, err := io.WriteString(stdout, "\n"); err != nil {

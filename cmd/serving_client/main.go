@@ -16,9 +16,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/alecthomas/kong"
-
 	clientspec "github.com/monolith-go/monolith/gen/spec/agent_service/client"
+	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -33,16 +32,12 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	hosts, chroot, err := zkreal.ParseHosts(servers)
-	if err != nil {
-		return nil, err
-	}
 	// The library's connection chatter is not the command's output.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if log.Enabled(ctx, slog.LevelDebug) {
 		quiet = log
 	}
-	c, err := zkreal.Connect(ctx, zkreal.Options{Servers: hosts, Chroot: chroot, Logger: quiet})
+	c, err := zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -51,30 +46,12 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dialFunc) int {
 	var f clientspec.ServingClientFlags
-	exit := -1
-	parser, err := kong.New(&f,
-		kong.Name("serving_client"),
-		kong.Description("Load or unload a model through ZooKeeper (/{bzid}/portal), or print its load state."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-	)
-	if err != nil {
-		fmt.Fprintln(stderr, "serving_client: internal error:", err)
-		return 1
-	}
-	if _, err := parser.Parse(args); err != nil {
-		fmt.Fprintln(stderr, "serving_client:", err)
-		return 1
-	}
-	if exit >= 0 { // --help
-		return exit
+	if code, done := cli.Parse("serving_client", "Load or unload a model through ZooKeeper (/{bzid}/portal), or print its load state.", &f, args, stdout, stderr, 1); done {
+		return code
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := connectAndExecute(ctx, f, stdout, log, dial); err != nil {
-		fmt.Fprintln(stderr, "serving_client:", err)
-		return 1
-	}
-	return 0
+	// Every failure exits 1 here (absl's status): this command has no UsageError.
+	return cli.Exit("serving_client", connectAndExecute(ctx, f, stdout, log, dial), stderr)
 }
 
 // check validates the flags as the reference's main does, before anything is contacted.

@@ -16,7 +16,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/alecthomas/kong"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -27,14 +26,15 @@ import (
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	tfsclientspec "github.com/monolith-go/monolith/gen/spec/agent_service/tfs_client"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/instance"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
-// cli is the command line: the flags the specs declare.
-type cli struct {
+// cmdFlags is the command line: the flags the specs declare.
+type cmdFlags struct {
 	utilsspec.ConfFlags
 	tfsclientspec.TFSClientFlags
 }
@@ -46,56 +46,26 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 }
 
-// usageError marks errors caused by the command line or the input files (exit status 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usage(err error) error { return usageError{err} }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agentconf.LookupEnv) int {
-	var c cli
-	exit := -1
-	parser, err := kong.New(&c,
-		kong.Name("tfs_client"),
-		kong.Description("TensorFlow Serving client: model status, metadata, config reload and Predict."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-	)
-	if err != nil {
-		fmt.Fprintln(stderr, "tfs_client: internal error:", err)
-		return 1
-	}
-	if _, err := parser.Parse(args); err != nil {
-		fmt.Fprintln(stderr, "tfs_client:", err)
-		return 2
-	}
-	if exit >= 0 { // --help
-		return exit
+	var c cmdFlags
+	if code, done := cli.Parse("tfs_client", "TensorFlow Serving client: model status, metadata, config reload and Predict.", &c, args, stdout, stderr, 2); done {
+		return code
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := execute(ctx, c, stdout, log, env); err != nil {
-		fmt.Fprintln(stderr, "tfs_client:", err)
-		if errors.As(err, new(usageError)) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return cli.Exit("tfs_client", execute(ctx, c, stdout, log, env), stderr)
 }
 
 // target resolves the model name and the address to call: the flags, else what the agent conf
 // says (tfs_client.main).
-func target(c cli, env agentconf.LookupEnv) (model, addr string, err error) {
+func target(c cmdFlags, env agentconf.LookupEnv) (model, addr string, err error) {
 	model, addr = c.ModelName, c.Target
 	if model == "" || addr == "" {
 		if c.Conf == "" {
-			return "", "", usage(errors.New("--conf is needed to choose the default --model_name and --target (or give both)"))
+			return "", "", cli.Usage(errors.New("--conf is needed to choose the default --model_name and --target (or give both)"))
 		}
 		conf, err := agentconf.FromFile(c.Conf, agentconf.Options{Env: env})
 		if err != nil {
-			return "", "", usage(err)
+			return "", "", cli.Usage(err)
 		}
 		deploy := ""
 		if conf.DeployType != nil {
@@ -107,7 +77,7 @@ func target(c cli, env agentconf.LookupEnv) (model, addr string, err error) {
 		case agentconf.ServerPS:
 			shard, err := conf.ShardID()
 			if err != nil {
-				return "", "", usage(err)
+				return "", "", cli.Usage(err)
 			}
 			name, port = fmt.Sprintf("ps_%d", shard), conf.TFSPSPort
 		case agentconf.ServerDense:
@@ -120,7 +90,7 @@ func target(c cli, env agentconf.LookupEnv) (model, addr string, err error) {
 		}
 		if addr == "" {
 			if port == nil {
-				return "", "", usage(fmt.Errorf("%s: no TF Serving port for deploy type %q", c.Conf, deploy))
+				return "", "", cli.Usage(fmt.Errorf("%s: no TF Serving port for deploy type %q", c.Conf, deploy))
 			}
 			addr = fmt.Sprintf("%s:%d", agentconf.LocalIP(env), *port)
 		}
@@ -128,17 +98,17 @@ func target(c cli, env agentconf.LookupEnv) (model, addr string, err error) {
 	// A comma-separated list is for the reference's profile command; the others use the first.
 	addr, _, _ = strings.Cut(addr, ",")
 	if addr == "" {
-		return "", "", usage(errors.New("--target is empty"))
+		return "", "", cli.Usage(errors.New("--target is empty"))
 	}
 	return model, addr, nil
 }
 
-func execute(ctx context.Context, c cli, stdout io.Writer, log *slog.Logger, env agentconf.LookupEnv) error {
+func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger, env agentconf.LookupEnv) error {
 	if c.BatchSize < 0 {
-		return usage(fmt.Errorf("--batch_size %d is negative", c.BatchSize))
+		return cli.Usage(fmt.Errorf("--batch_size %d is negative", c.BatchSize))
 	}
 	if c.Timeout <= 0 {
-		return usage(fmt.Errorf("--timeout %v is not positive", c.Timeout))
+		return cli.Usage(fmt.Errorf("--timeout %v is not positive", c.Timeout))
 	}
 	model, addr, err := target(c, env)
 	if err != nil {
@@ -184,12 +154,12 @@ func execute(ctx context.Context, c cli, stdout io.Writer, log *slog.Logger, env
 			return servingapis.NewPredictionServiceClient(conn).Predict(ctx, req)
 		}
 	default:
-		return usage(fmt.Errorf("--cmd_type %q is not one of get, status, meta, load", c.CmdType))
+		return cli.Usage(fmt.Errorf("--cmd_type %q is not one of get, status, meta, load", c.CmdType))
 	}
 
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return usage(fmt.Errorf("target %q: %w", addr, err))
+		return cli.Usage(fmt.Errorf("target %q: %w", addr, err))
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
@@ -205,28 +175,28 @@ func execute(ctx context.Context, c cli, stdout io.Writer, log *slog.Logger, env
 
 func readModelServerConfig(path string) (*servingconfig.ModelServerConfig, error) {
 	if path == "" {
-		return nil, usage(errors.New("load needs --input_file, a ModelServerConfig text proto"))
+		return nil, cli.Usage(errors.New("load needs --input_file, a ModelServerConfig text proto"))
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usage(err)
+		return nil, cli.Usage(err)
 	}
 	cfg := &servingconfig.ModelServerConfig{}
 	if err := prototext.Unmarshal(data, cfg); err != nil {
-		return nil, usage(fmt.Errorf("parse %s as tensorflow.serving.ModelServerConfig: %w", path, err))
+		return nil, cli.Usage(fmt.Errorf("parse %s as tensorflow.serving.ModelServerConfig: %w", path, err))
 	}
 	return cfg, nil
 }
 
 // predictInput builds the Predict input the way tfs_client.main does for --input_type: the
 // input's name and its tensor.
-func predictInput(c cli) (string, *tfframework.TensorProto, error) {
+func predictInput(c cmdFlags) (string, *tfframework.TensorProto, error) {
 	if c.InputFile == "" {
-		return "", nil, usage(errors.New("get needs --input_file (random inputs need the training-side data generator, not ported)"))
+		return "", nil, cli.Usage(errors.New("get needs --input_file (random inputs need the training-side data generator, not ported)"))
 	}
 	format, err := instance.ParseFormat(c.FileType)
 	if err != nil {
-		return "", nil, usage(err)
+		return "", nil, cli.Usage(err)
 	}
 	h := instance.Header{Lagrangex: c.LagrangexHeader, HasSortID: c.HasSortID, KafkaDump: c.KafkaDump, KafkaDumpPrefix: c.KafkaDumpPrefix}
 	switch c.InputType {
@@ -237,18 +207,18 @@ func predictInput(c cli) (string, *tfframework.TensorProto, error) {
 		} else {
 			one, rerr := instance.ReadInstance(c.InputFile, format, h)
 			if rerr != nil {
-				return "", nil, usage(rerr)
+				return "", nil, cli.Usage(rerr)
 			}
 			vals, err = instance.RepeatInstance(one, c.BatchSize)
 		}
 		if err != nil {
-			return "", nil, usage(err)
+			return "", nil, cli.Usage(err)
 		}
 		return "instances", instance.MakeTensorProto(vals), nil
 	case "example_batch":
 		eb, err := instance.ReadExampleBatch(c.InputFile, format, h)
 		if err != nil {
-			return "", nil, usage(err)
+			return "", nil, cli.Usage(err)
 		}
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb)
 		if err != nil {
@@ -258,11 +228,11 @@ func predictInput(c cli) (string, *tfframework.TensorProto, error) {
 	default:
 		eb, err := instance.ReadExampleBatch(c.InputFile, format, h)
 		if err != nil {
-			return "", nil, usage(err)
+			return "", nil, cli.Usage(err)
 		}
 		insts, err := instance.ExampleBatchToInstances(eb)
 		if err != nil {
-			return "", nil, usage(fmt.Errorf("%s: %w", c.InputFile, err))
+			return "", nil, cli.Usage(fmt.Errorf("%s: %w", c.InputFile, err))
 		}
 		vals, err := instance.Marshal(insts)
 		if err != nil {

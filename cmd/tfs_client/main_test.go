@@ -287,15 +287,15 @@ func TestTargetFromConf(t *testing.T) {
 	for _, tc := range []struct {
 		name, conf string
 		env        agentconf.LookupEnv
-		flags      cli
+		flags      cmdFlags
 		model      string
 		addr       string
 	}{
-		{"ps", write("ps.conf", base+"deploy_type ps\n"), env("SHARD_ID", "1", "MY_HOST_IP", "10.0.0.5", "PORT3", "9123"), cli{}, "ps_1", "10.0.0.5:9123"},
-		{"entry", write("entry.conf", base+"deploy_type entry\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9200"), cli{}, "entry", "10.0.0.5:9200"},
-		{"dense", write("dense.conf", base+"deploy_type dense\ndense_alone true\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9300"), cli{}, "dense", "10.0.0.5:9300"},
+		{"ps", write("ps.conf", base+"deploy_type ps\n"), env("SHARD_ID", "1", "MY_HOST_IP", "10.0.0.5", "PORT3", "9123"), cmdFlags{}, "ps_1", "10.0.0.5:9123"},
+		{"entry", write("entry.conf", base+"deploy_type entry\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9200"), cmdFlags{}, "entry", "10.0.0.5:9200"},
+		{"dense", write("dense.conf", base+"deploy_type dense\ndense_alone true\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9300"), cmdFlags{}, "dense", "10.0.0.5:9300"},
 		{"flags win", write("ps2.conf", base+"deploy_type ps\n"), env("SHARD_ID", "0", "MY_HOST_IP", "10.0.0.5", "PORT3", "9123"),
-			cli{}, "ps_0", "h:1"},
+			cmdFlags{}, "ps_0", "h:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.flags

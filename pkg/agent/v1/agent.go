@@ -334,11 +334,7 @@ func dialZK(ctx context.Context, conf *agentconf.AgentConfig, timeout time.Durat
 	if conf.ZKServers == nil || strings.TrimSpace(*conf.ZKServers) == "" {
 		return nil, errkind.New(errkind.Value, "zk_servers is not set")
 	}
-	hosts, chroot, err := zkreal.ParseHosts(*conf.ZKServers)
-	if err != nil {
-		return nil, err
-	}
-	c, err := zkreal.Connect(ctx, zkreal.Options{Servers: hosts, Chroot: chroot, SessionTimeout: timeout, Logger: log})
+	c, err := zkreal.ConnectHosts(ctx, *conf.ZKServers, zkreal.Options{SessionTimeout: timeout, Logger: log})
 	if err != nil {
 		return nil, err
 	}

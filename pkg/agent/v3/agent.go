@@ -462,11 +462,7 @@ func (a *Agent) connectZK(ctx context.Context) (zk.Client, error) {
 	if a.conf.ZKServers == nil || *a.conf.ZKServers == "" {
 		return nil, errkind.New(errkind.Attribute, "agent v3: zk_servers is not set")
 	}
-	hosts, chroot, err := zkreal.ParseHosts(*a.conf.ZKServers)
-	if err != nil {
-		return nil, fmt.Errorf("agent v3: %w", err)
-	}
-	c, err := zkreal.Connect(ctx, zkreal.Options{Servers: hosts, Chroot: chroot, Logger: a.opts.Logger})
+	c, err := zkreal.ConnectHosts(ctx, *a.conf.ZKServers, zkreal.Options{Logger: a.opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("agent v3: zookeeper %s: %w", *a.conf.ZKServers, err)
 	}

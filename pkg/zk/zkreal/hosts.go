@@ -1,6 +1,7 @@
 package zkreal
 
 import (
+	"context"
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -24,4 +25,15 @@ func ParseHosts(s string) (servers []string, chroot string, err error) {
 		servers = append(servers, h)
 	}
 	return servers, chroot, nil
+}
+
+// ConnectHosts is Connect for kazoo's hosts string: opts.Servers and opts.Chroot come from hosts
+// (ParseHosts), the other options are kept.
+func ConnectHosts(ctx context.Context, hosts string, opts Options) (*Client, error) {
+	servers, chroot, err := ParseHosts(hosts)
+	if err != nil {
+		return nil, err
+	}
+	opts.Servers, opts.Chroot = servers, chroot
+	return Connect(ctx, opts)
 }

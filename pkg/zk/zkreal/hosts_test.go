@@ -1,6 +1,7 @@
 package zkreal
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -31,5 +32,11 @@ func TestParseHosts(t *testing.T) {
 		if err != nil || fmt.Sprint(hosts) != tc.hosts || chroot != tc.chroot {
 			t.Errorf("ParseHosts(%q) = %v %q %v, want %s %q", tc.in, hosts, chroot, err, tc.hosts, tc.chroot)
 		}
+	}
+}
+
+func TestConnectHostsBadHosts(t *testing.T) {
+	if _, err := ConnectHosts(context.Background(), "a:1,,b:2", Options{}); err == nil || errkind.Of(err) != errkind.Value {
+		t.Fatalf("ConnectHosts with an empty host: %v, want a Value error", err)
 	}
 }
