@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
@@ -34,7 +35,8 @@ type taskEntry struct {
 // is dropped and, as in the reference, comes back at its new position.
 type cache struct {
 	tasks map[string]*taskEntry
-	// version counts the changes, for Watcher.DataVersion.
+	// version counts the changes, for Watcher.DataVersion: written under the Watcher's lock,
+	// read without it (atomically) on every AgentService call.
 	version uint64
 }
 
@@ -61,7 +63,7 @@ func splitReplicaPath(path string) (task, key string, ok bool) {
 }
 
 func (c *cache) put(task, key string, meta datadef.ReplicaMeta, czxid int64) {
-	c.version++
+	atomic.AddUint64(&c.version, 1)
 	t := c.tasks[task]
 	if t == nil {
 		t = &taskEntry{path: task, zkPath: agentconf.ParseZKPath(task), order: czxid, replicas: map[string]*replicaEntry{}}
@@ -82,7 +84,7 @@ func (c *cache) put(task, key string, meta datadef.ReplicaMeta, czxid int64) {
 // markUnknown sets a cached replica's stat to UNKNOWN (an empty payload); an uncached one is
 // ignored, as in the reference.
 func (c *cache) markUnknown(task, key string) {
-	c.version++
+	atomic.AddUint64(&c.version, 1)
 	if t := c.tasks[task]; t != nil {
 		if r := t.replicas[key]; r != nil {
 			r.meta.Stat = datadef.StateUnknown
@@ -91,7 +93,7 @@ func (c *cache) markUnknown(task, key string) {
 }
 
 func (c *cache) remove(task, key string) {
-	c.version++
+	atomic.AddUint64(&c.version, 1)
 	t := c.tasks[task]
 	if t == nil {
 		return
@@ -112,7 +114,7 @@ func (c *cache) get(task, key string) (*replicaEntry, bool) {
 
 func (c *cache) clear() {
 	c.tasks = map[string]*taskEntry{}
-	c.version++
+	atomic.AddUint64(&c.version, 1)
 }
 
 // ordered returns the task entries in listing order.

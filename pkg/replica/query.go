@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	"github.com/monolith-go/monolith/pkg/agentconf"
@@ -232,7 +233,6 @@ func clonePtr(s *string) *string {
 // DataVersion changes whenever the replicas the getters see change (agentsvc.Versioned: the
 // AgentService reuses the responses it built for an unchanged version).
 func (w *Watcher) DataVersion() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cache.version
+	// No lock: the AgentService asks on every call, and the watcher's lock is its hot one.
+	return atomic.LoadUint64(&w.cache.version)
 }
