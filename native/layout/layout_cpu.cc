@@ -17,6 +17,9 @@
 // float result for any number of threads.
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <new>
@@ -43,8 +46,8 @@ constexpr int64_t kMinRowsPerThread = 16;
 constexpr int64_t kMinFidsPerThread = 256;
 // The forward pass decodes fid offsets kBlockRows batch rows at a time, and prefetches embedding
 // rows kPrefetchRows batch rows ahead.
-constexpr int64_t kBlockRows = 16;
-constexpr int64_t kPrefetchRows = 1;
+constexpr int64_t kBlockRows = 64;
+constexpr int64_t kPrefetchFids = 32;
 // The backward pass walks one slice over the batch: it prefetches further ahead.
 constexpr int64_t kBackwardPrefetchRows = 8;
 
@@ -226,6 +229,48 @@ int32_t BuildParts(const fel_plan *pl, const fel_input *in, std::vector<Part> *p
   return Fail(err, FEL_ERR_VERSION, pl->version);
 }
 
+// FidsValid is the fast check of feature rows [first, first + rows): true when every row's fid
+// range is in bounds and every fid's embedding row (max_end floats) is inside its part. On false
+// the caller runs the exact checks to report the first fault. It walks the rows' fids as one
+// range (consecutive rows' ranges are adjacent) against a per-part limit, without branches.
+bool FidsValid(const fel_input *in, const std::vector<Part> &parts, int64_t max_end, int64_t first,
+               int64_t rows, std::vector<int64_t> *limit) {
+  if (rows == 0) return true;
+  const int64_t rows_total = in->num_feature_rows, num_fids = in->num_fids;
+  const int32_t *fo = in->feature_offset;
+  bool ok = true;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = first + r;
+    const int64_t b = fo[row], end = row + 1 < rows_total ? fo[row + 1] : num_fids;
+    ok &= b >= 0 && end >= b && end <= num_fids;
+  }
+  if (!ok) return false;
+  // limit[p]: the largest valid position in part p (-1: none); limit[nparts] catches bad parts.
+  const int64_t nparts = static_cast<int64_t>(parts.size());
+  int64_t *lim = limit->data();
+  for (int64_t p = 0; p < nparts; ++p) {
+    const Part &pt = parts[p];
+    if ((pt.width >= 0 && max_end > pt.width) || max_end > pt.size) {
+      lim[p] = -1;
+    } else {
+      lim[p] = pt.stride == 1 ? pt.size - max_end
+                              : (pt.stride > 0 ? (pt.size - max_end) / pt.stride : INT64_MAX);
+    }
+  }
+  lim[nparts] = -1;
+  const int64_t k0 = fo[first];
+  const int64_t k1 = first + rows < rows_total ? fo[first + rows] : num_fids;
+  const uint64_t *fid = in->fid_offset;
+  const uint64_t np = static_cast<uint64_t>(nparts);
+  int64_t bad = 0;
+  for (int64_t k = k0; k < k1; ++k) {
+    const uint64_t part = fid[k] >> 32;
+    const int64_t pos = static_cast<int64_t>(fid[k] & 0xffffffffu);
+    bad |= static_cast<int64_t>(pos > lim[part < np ? part : np]);
+  }
+  return bad == 0;
+}
+
 int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector<Part> &parts,
                       std::vector<FeatureRows> *features, fel_error *err) {
   const int64_t batch = in->batch_size, rows_total = in->num_feature_rows;
@@ -234,6 +279,7 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
     return Fail(err, FEL_ERR_NFL_LENGTH, in->num_nfl, pl->num_features);
   }
   features->assign(pl->num_features, FeatureRows{0, 0, 0});
+  std::vector<int64_t> limit(nparts + 1);
   for (int32_t f = 0; f < pl->num_features; ++f) {
     const int64_t max_end = pl->feature_max_end[f];
     if (max_end == 0) continue;  // no slice reads it
@@ -247,6 +293,9 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
     const int64_t rows = shared ? std::min<int64_t>(1, batch) : batch;
     if (!shared && count < batch) return Fail(err, FEL_ERR_FEATURE_ROWS, f, count, batch);
     if (first + rows > rows_total) return Fail(err, FEL_ERR_FEATURE_RANGE, f, first, rows_total);
+    (*features)[f] = FeatureRows{first, 1, shared ? 1 : 0};
+    if (FidsValid(in, parts, max_end, first, rows, &limit)) continue;
+    // Something is wrong: find the first fault, in the order the checks are documented in.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = first + r;
       const int64_t b = in->feature_offset[row];
@@ -267,7 +316,6 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
         }
       }
     }
-    (*features)[f] = FeatureRows{first, 1, shared ? 1 : 0};
   }
   return FEL_OK;
 }
@@ -286,10 +334,18 @@ int32_t PrepareImpl(const fel_plan *pl, const fel_input *in, bool need_embedding
 
 // ---- compute ----
 
-inline void Zero(float *dst, int32_t n) {
+// The region copies are short (a slice's dims): kept as loops, not turned into memcpy/memset calls,
+// whose call overhead is larger than the copy.
+#if defined(__GNUC__) && !defined(__clang__)
+#define FEL_INLINE_LOOP __attribute__((optimize("no-tree-loop-distribute-patterns"))) inline
+#else
+#define FEL_INLINE_LOOP inline
+#endif
+
+FEL_INLINE_LOOP void Zero(float *dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = 0.0f;
 }
-inline void Assign(float *__restrict dst, const float *__restrict src, int32_t n) {
+FEL_INLINE_LOOP void Assign(float *__restrict dst, const float *__restrict src, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 inline void Add(float *__restrict dst, const float *__restrict src, int32_t n) {
@@ -301,6 +357,26 @@ inline void AssignMean(float *__restrict dst, const float *__restrict src, int32
 }
 inline void AddMean(float *__restrict dst, const float *__restrict src, int32_t n, float count) {
   for (int32_t i = 0; i < n; ++i) dst[i] += src[i] / count;
+}
+
+// StreamCopy copies n floats, with non-temporal stores where the target has them: the layout is
+// written once and read by the next op, not by this one, so reading its lines for ownership first
+// would only add memory traffic. StreamFence orders those stores before the thread finishes.
+inline void StreamCopy(float *__restrict dst, const float *__restrict src, int64_t n) {
+#if defined(__SSE2__)
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+#else
+  memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
+inline void StreamFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 
 // RowFids holds the embedding rows of the fids of one batch row (or of the shared features' one
@@ -322,7 +398,13 @@ struct Kernel {
   // Features that slices read, non-shared and shared, and each one's index among them (-1: none).
   std::vector<int32_t> row_features, shared_features, slot;
 
+  // order is the order the forward pass visits slices in: plan order, regrouped so that the
+  // slices of one feature run one after the other (their embedding rows are then still in cache)
+  // when that keeps every ADDN region's terms in plan order.
+  std::vector<int32_t> order;
+
   void Init() {
+    InitOrder();
     slot.assign(pl->num_features, -1);
     for (int32_t f = 0; f < pl->num_features; ++f) {
       const FeatureRows &fr = prep->features[f];
@@ -331,6 +413,31 @@ struct Kernel {
       slot[f] = static_cast<int32_t>(list.size());
       list.push_back(f);
     }
+  }
+
+  void InitOrder() {
+    const int32_t ns = pl->num_slices;
+    order.resize(ns);
+    for (int32_t s = 0; s < ns; ++s) order[s] = s;
+    // rank: features numbered in order of their first slice.
+    std::vector<int32_t> rank(pl->num_features, -1);
+    int32_t next = 0;
+    for (int32_t s = 0; s < ns; ++s) {
+      int32_t &r = rank[pl->slices[s].feature];
+      if (r < 0) r = next++;
+    }
+    // Regrouping reorders the terms of an ADDN region unless its slices come in rank order.
+    std::vector<int32_t> last(pl->num_outputs, -1);
+    for (int32_t s = 0; s < ns; ++s) {
+      const fel_slice &sl = pl->slices[s];
+      if (!sl.addn) continue;
+      const int32_t r = rank[sl.feature];
+      if (r < last[sl.output]) return;
+      last[sl.output] = r;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return rank[pl->slices[a].feature] < rank[pl->slices[b].feature];
+    });
   }
 
   const float *Row(uint64_t fo) const {
@@ -352,23 +459,6 @@ struct Kernel {
       }
     }
     for (int64_t j = 0; j < n; ++j) rows[j].begin.push_back(static_cast<int64_t>(rows[j].rows.size()));
-  }
-
-  // PrefetchFeature asks for the embedding rows of decoded feature i in a batch row ahead: the
-  // gathers are latency-bound, and the hardware prefetcher cannot guess random embedding rows.
-  // Called when the first slice reading the feature runs, it spreads the prefetches over the
-  // computation instead of issuing them in bursts.
-  FEL_ALWAYS_INLINE void PrefetchFeature(const RowFids &d, int64_t i) const {
-    const int64_t bytes = static_cast<int64_t>(pl->feature_max_end[row_features[i]]) * sizeof(float);
-    for (int64_t k = d.begin[i]; k < d.begin[i + 1]; ++k) {
-      const char *row = reinterpret_cast<const char *>(d.rows[k]);
-      for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
-    }
-  }
-
-  // Prefetch asks for all embedding rows of a decoded batch row (before the first rows).
-  FEL_ALWAYS_INLINE void Prefetch(const RowFids &d) const {
-    for (size_t i = 0; i + 1 < d.begin.size(); ++i) PrefetchFeature(d, static_cast<int64_t>(i));
   }
 
   // Pool writes the pooled value of embedding rows [p, p + n) into a slice region (the reference's
@@ -404,34 +494,108 @@ struct Kernel {
     }
   }
 
-  // Accumulate adds every term of embedding rows [p, p + n) into an ADDN region (non-shared ADDN
-  // in the reference).
-  static void Accumulate(const fel_slice &s, const float *const *p, int64_t n, float *dst) {
-    const int32_t c0 = s.start;
-    if (s.dims == 1) {  // the common "bias" slice
-      float v = dst[0];
-      if (s.pooling == FEL_MEAN) {
-        const float count = static_cast<float>(n);
-        for (int64_t k = 0; k < n; ++k) v += p[k][c0] / count;
-      } else {
-        for (int64_t k = 0; k < n; ++k) v += p[k][c0];
-      }
-      dst[0] = v;
-      return;
-    }
-    if (s.pooling == FEL_MEAN) {
-      const float count = static_cast<float>(n);
-      for (int64_t k = 0; k < n; ++k) AddMean(dst, p[k] + c0, s.dims, count);
-    } else {
-      for (int64_t k = 0; k < n; ++k) Add(dst, p[k] + c0, s.dims);
-    }
-  }
-
   static void ZeroRegion(const fel_slice &s, float *dst) {
     if (s.pooling == FEL_FIRSTN) {
       for (int64_t k = 0; k < s.max_seq; ++k) Zero(dst + k * s.seq_stride, s.dims);
     } else {
       Zero(dst, s.dims);
+    }
+  }
+
+  // SliceOut is a slice with its output resolved: the region of batch row r starts at
+  // base + r * row_size.
+  struct SliceOut {
+    const fel_slice *sl;
+    float *base;
+    int64_t row_size;
+  };
+
+  // PoolOne writes (or, ADDN, adds) the pooled value of embedding rows src(k0) .. src(k1 - 1)
+  // into one row's region of a slice.
+  template <typename Src>
+  FEL_ALWAYS_INLINE static void PoolOne(const fel_slice &sl, float *dst, int64_t k0, int64_t k1,
+                                        const Src &src) {
+    const int64_t n = k1 - k0;
+    const int32_t c0 = sl.start;
+    if (sl.addn) {
+      if (sl.addn_first) Zero(dst, sl.dims);
+      if (sl.dims == 1) {  // the common "bias" slice
+        float v = dst[0];
+        if (sl.pooling == FEL_MEAN) {
+          const float count = static_cast<float>(n);
+          for (int64_t k = k0; k < k1; ++k) v += src(k)[c0] / count;
+        } else {
+          for (int64_t k = k0; k < k1; ++k) v += src(k)[c0];
+        }
+        dst[0] = v;
+      } else if (sl.pooling == FEL_MEAN) {
+        const float count = static_cast<float>(n);
+        for (int64_t k = k0; k < k1; ++k) AddMean(dst, src(k) + c0, sl.dims, count);
+      } else {
+        for (int64_t k = k0; k < k1; ++k) Add(dst, src(k) + c0, sl.dims);
+      }
+      return;
+    }
+    switch (sl.pooling) {
+      case FEL_SUM:
+        if (n == 0) {
+          Zero(dst, sl.dims);
+          return;
+        }
+        Assign(dst, src(k0) + c0, sl.dims);
+        for (int64_t k = k0 + 1; k < k1; ++k) Add(dst, src(k) + c0, sl.dims);
+        return;
+      case FEL_MEAN: {
+        if (n == 0) {
+          Zero(dst, sl.dims);
+          return;
+        }
+        const float count = static_cast<float>(n);
+        AssignMean(dst, src(k0) + c0, sl.dims, count);
+        for (int64_t k = k0 + 1; k < k1; ++k) AddMean(dst, src(k) + c0, sl.dims, count);
+        return;
+      }
+      default: {  // FEL_FIRSTN
+        const int64_t copied = std::min<int64_t>(n, sl.max_seq);
+        for (int64_t k = 0; k < copied; ++k) Assign(dst + k * sl.seq_stride, src(k0 + k) + c0, sl.dims);
+        for (int64_t k = copied; k < sl.max_seq; ++k) Zero(dst + k * sl.seq_stride, sl.dims);
+        return;
+      }
+    }
+  }
+
+  // PoolFeature runs the slices [g, g_end) of one non-shared feature over batch rows [b, e), row by
+  // row: each embedding row is read once for all of them. The rows' fids are read straight from
+  // fid_offset, where they are contiguous, and their embedding rows are prefetched kPrefetchFids
+  // fids ahead: sharding numbers embedding rows feature by feature, so they are close to memory
+  // order, but several parts interleave and the op is bound by memory latency.
+  template <bool kUnitStride>
+  void PoolFeature(const SliceOut *g, const SliceOut *g_end, const FeatureRows &fr, int64_t width,
+                   int64_t b, int64_t e) const {
+    const uint64_t *fo = in->fid_offset;
+    const int32_t *feature_offset = in->feature_offset;
+    const int64_t rows_total = in->num_feature_rows;
+    float *const *pp = part_ptr.data();
+    const Part *parts = prep->parts.data();
+    auto src = [&](int64_t k) -> const float * {
+      const uint64_t f = fo[k];
+      const int64_t pos = static_cast<int64_t>(f & 0xffffffffu);
+      return pp[f >> 32] + (kUnitStride ? pos : pos * parts[f >> 32].stride);
+    };
+    auto fid_end = [&](int64_t row) -> int64_t {
+      return row + 1 < rows_total ? feature_offset[row + 1] : in->num_fids;
+    };
+    const int64_t k_end = fid_end(fr.first + e - 1);
+    const int64_t bytes = width * static_cast<int64_t>(sizeof(float));
+    int64_t ahead = feature_offset[fr.first + b];
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t row = fr.first + r;
+      const int64_t k0 = feature_offset[row], k1 = fid_end(row);
+      for (const int64_t stop = std::min(k_end, k1 + kPrefetchFids); ahead < stop; ++ahead) {
+        const char *p = reinterpret_cast<const char *>(src(ahead));
+        for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at);
+      }
+      for (const SliceOut *s = g; s != g_end; ++s) PoolOne(*s->sl, s->base + (r - b) * s->row_size, k0, k1, src);
     }
   }
 
@@ -459,59 +623,69 @@ struct Kernel {
       Pool(sl, shared.rows.data() + shared.begin[i], shared.begin[i + 1] - shared.begin[i],
            tmp.data() + tmp_at[s]);
     }
-    // first_reader[s]: slice s is the first (in plan order) to read its non-shared feature.
-    std::vector<char> first_reader(ns, 0);
-    {
-      std::vector<char> seen(pl->num_features, 0);
-      for (int32_t s = 0; s < ns; ++s) {
-        const int32_t f = pl->slices[s].feature;
-        if (slot[f] >= 0 && !prep->features[f].shared && !seen[f]) first_reader[s] = seen[f] = 1;
-      }
+    bool unit_stride = true;
+    for (const Part &pt : prep->parts) unit_stride = unit_stride && pt.stride == 1;
+    std::vector<SliceOut> outs(ns);
+    std::vector<std::vector<float>> stage(pl->num_outputs);
+    for (int32_t o = 0; o < pl->num_outputs; ++o) stage[o].resize(kBlockRows * pl->output_row_size[o] + 16);
+    for (int32_t i = 0; i < ns; ++i) {
+      const fel_slice &sl = pl->slices[order[i]];
+      outs[i] = SliceOut{&sl, stage[sl.output].data() + sl.offset, pl->output_row_size[sl.output]};
     }
-    // Batch rows are decoded a block ahead; the embedding rows of row r + kPrefetchRows are
-    // prefetched while row r is computed.
-    std::vector<RowFids> blocks(2 * kBlockRows);
-    auto decoded = [&](int64_t r) -> RowFids & { return blocks[(r - r0) % (2 * kBlockRows)]; };
-    auto decode_block = [&](int64_t r) {
-      if (r < r1) Decode(row_features, r, std::min(kBlockRows, r1 - r), &decoded(r));
-    };
-    decode_block(r0);
-    for (int64_t r = r0; r < std::min(r1, r0 + kPrefetchRows); ++r) Prefetch(decoded(r));
-    for (int64_t r = r0; r < r1; ++r) {
-      if ((r - r0) % kBlockRows == 0) decode_block(r + kBlockRows);
-      const RowFids &cur = decoded(r);
-      const RowFids *ahead = r + kPrefetchRows < r1 ? &decoded(r + kPrefetchRows) : nullptr;
-      for (int32_t s = 0; s < ns; ++s) {
-        const fel_slice &sl = pl->slices[s];
-        const FeatureRows &fr = prep->features[sl.feature];
-        float *dst = outputs[sl.output] + r * pl->output_row_size[sl.output] + sl.offset;
-        const RowFids &d = fr.shared ? shared : cur;
-        const int64_t i = slot[sl.feature];
-        if (ahead && first_reader[s]) PrefetchFeature(*ahead, i);
-        const float *const *p = i >= 0 ? d.rows.data() + d.begin[i] : nullptr;
-        const int64_t n = i >= 0 ? d.begin[i + 1] - d.begin[i] : 0;
-        if (sl.addn) {
-          if (sl.addn_first && !(fr.present && fr.shared)) Zero(dst, sl.dims);
-          if (!fr.present) continue;
-          if (fr.shared) {
-            const float *t = tmp.data() + tmp_at[s];
-            if (sl.addn_first) {
-              Assign(dst, t, sl.dims);
-            } else {
-              Add(dst, t, sl.dims);
-            }
+    // A block of batch rows at a time, feature by feature (order groups the slices of a feature)
+    // within the block: every output float still gets its terms in plan order; a feature's reads
+    // follow fid_offset and its embedding rows, and the block's output rows stay in cache.
+    for (int64_t b = r0; b < r1; b += kBlockRows) {
+      const int64_t e = std::min(r1, b + kBlockRows);
+      for (int32_t i = 0; i < ns;) {
+        const int32_t f = outs[i].sl->feature;
+        int32_t j = i + 1;
+        while (j < ns && outs[j].sl->feature == f) ++j;
+        const FeatureRows &fr = prep->features[f];
+        if (fr.present && !fr.shared) {
+          if (unit_stride) {
+            PoolFeature<true>(&outs[i], &outs[j], fr, pl->feature_max_end[f], b, e);
           } else {
-            Accumulate(sl, p, n, dst);
+            PoolFeature<false>(&outs[i], &outs[j], fr, pl->feature_max_end[f], b, e);
           }
+          i = j;
           continue;
         }
-        if (!fr.present) {
-          ZeroRegion(sl, dst);
-        } else {
-          Pool(sl, p, n, dst);  // a shared feature is pooled again for every row: the same floats
+        for (; i < j; ++i) {
+          const fel_slice &sl = *outs[i].sl;
+          const int32_t s = order[i];
+          for (int64_t r = b; r < e; ++r) {
+            float *dst = outs[i].base + (r - b) * outs[i].row_size;
+            if (!fr.present) {
+              if (sl.addn) {
+                if (sl.addn_first) Zero(dst, sl.dims);
+              } else {
+                ZeroRegion(sl, dst);
+              }
+              continue;
+            }
+            if (sl.addn) {
+              const float *t = tmp.data() + tmp_at[s];
+              if (sl.addn_first) {
+                Assign(dst, t, sl.dims);
+              } else {
+                Add(dst, t, sl.dims);
+              }
+            } else {
+              // A shared feature is pooled again for every row: the same floats.
+              const int64_t si = slot[sl.feature];
+              Pool(sl, shared.rows.data() + shared.begin[si], shared.begin[si + 1] - shared.begin[si], dst);
+            }
+          }
         }
       }
+      for (int32_t o = 0; o < pl->num_outputs; ++o) {
+        const int64_t n = (e - b) * pl->output_row_size[o];
+        float *out = outputs[o] + b * pl->output_row_size[o];
+        StreamCopy(out, stage[o].data(), n);
+      }
     }
+    StreamFence();
   }
 
   const float *Src(uint64_t fo, int32_t start) const { return Row(fo) + start; }
@@ -710,7 +884,7 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
                           output_sizes, num_outputs, err)) {
       return err->code;
     }
-    fel::Kernel k{plan, in, &p, {}, {}, {}, {}};
+    fel::Kernel k{plan, in, &p, {}, {}, {}, {}, {}};
     fel::ResolveParts(p, in->embeddings, &k.part_ptr);
     k.Init();
     const int64_t batch = in->batch_size;
@@ -741,7 +915,7 @@ int32_t fel_backward(const fel_plan *plan, const fel_input *in, const float *con
         return fel::Fail(err, FEL_ERR_INPUT, FEL_INPUT_EMBEDDINGS, i);
       }
     }
-    fel::Kernel k{plan, in, &p, {}, {}, {}, {}};
+    fel::Kernel k{plan, in, &p, {}, {}, {}, {}, {}};
     fel::ResolveParts(p, emb_grads, &k.part_ptr);
     k.Init();
     const int32_t n = static_cast<int32_t>(
