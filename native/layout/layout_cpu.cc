@@ -22,6 +22,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <thread>
 #include <vector>
@@ -229,26 +230,13 @@ int32_t BuildParts(const fel_plan *pl, const fel_input *in, std::vector<Part> *p
   return Fail(err, FEL_ERR_VERSION, pl->version);
 }
 
-// FidsValid is the fast check of feature rows [first, first + rows): true when every row's fid
-// range is in bounds and every fid's embedding row (max_end floats) is inside its part. On false
-// the caller runs the exact checks to report the first fault. It walks the rows' fids as one
-// range (consecutive rows' ranges are adjacent) against a per-part limit, without branches.
-bool FidsValid(const fel_input *in, const std::vector<Part> &parts, int64_t max_end, int64_t first,
-               int64_t rows, std::vector<int64_t> *limit) {
-  if (rows == 0) return true;
-  const int64_t rows_total = in->num_feature_rows, num_fids = in->num_fids;
-  const int32_t *fo = in->feature_offset;
-  bool ok = true;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = first + r;
-    const int64_t b = fo[row], end = row + 1 < rows_total ? fo[row + 1] : num_fids;
-    ok &= b >= 0 && end >= b && end <= num_fids;
-  }
-  if (!ok) return false;
-  // limit[p]: the largest valid position in part p (-1: none); limit[nparts] catches bad parts.
-  const int64_t nparts = static_cast<int64_t>(parts.size());
-  int64_t *lim = limit->data();
-  for (int64_t p = 0; p < nparts; ++p) {
+// PartLimits fills lim[0 .. nparts] for a feature whose slices read max_end floats: lim[p] is the
+// largest valid position in part p (-1: none, the part is too narrow or too small), and
+// lim[nparts] = -1 catches part indices out of range. FidsInLimits and the exact checks in
+// CheckFeatures agree on every fid.
+void PartLimits(const std::vector<Part> &parts, int64_t max_end, int64_t *lim) {
+  const size_t nparts = parts.size();
+  for (size_t p = 0; p < nparts; ++p) {
     const Part &pt = parts[p];
     if ((pt.width >= 0 && max_end > pt.width) || max_end > pt.size) {
       lim[p] = -1;
@@ -258,21 +246,47 @@ bool FidsValid(const fel_input *in, const std::vector<Part> &parts, int64_t max_
     }
   }
   lim[nparts] = -1;
-  const int64_t k0 = fo[first];
-  const int64_t k1 = first + rows < rows_total ? fo[first + rows] : num_fids;
-  const uint64_t *fid = in->fid_offset;
-  const uint64_t np = static_cast<uint64_t>(nparts);
+}
+
+// FidsInLimits reports whether fids [k0, k1) all address embedding rows inside their parts:
+// branch-free, so that checking costs little next to reading the fids.
+FEL_ALWAYS_INLINE bool FidsInLimits(const uint64_t *fid, int64_t k0, int64_t k1, const int64_t *lim,
+                                    uint64_t nparts) {
   int64_t bad = 0;
   for (int64_t k = k0; k < k1; ++k) {
     const uint64_t part = fid[k] >> 32;
     const int64_t pos = static_cast<int64_t>(fid[k] & 0xffffffffu);
-    bad |= static_cast<int64_t>(pos > lim[part < np ? part : np]);
+    bad |= static_cast<int64_t>(pos > lim[part < nparts ? part : nparts]);
   }
   return bad == 0;
 }
 
+// RowsValid is the fast check of feature rows [first, first + rows): true when every row's fid
+// range is in bounds and, with check_fids, every fid's embedding row is inside its part. On false
+// the caller runs the exact checks to report the first fault. Consecutive rows' fid ranges are
+// adjacent, so the fids are checked as one range.
+bool RowsValid(const fel_input *in, const std::vector<Part> &parts, int64_t max_end, int64_t first,
+               int64_t rows, bool check_fids, std::vector<int64_t> *limit) {
+  if (rows == 0) return true;
+  const int64_t rows_total = in->num_feature_rows, num_fids = in->num_fids;
+  const int32_t *fo = in->feature_offset;
+  bool ok = true;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = first + r;
+    const int64_t b = fo[row], end = row + 1 < rows_total ? fo[row + 1] : num_fids;
+    ok &= b >= 0 && end >= b && end <= num_fids;
+  }
+  if (!ok || !check_fids) return ok;
+  PartLimits(parts, max_end, limit->data());
+  const int64_t k1 = first + rows < rows_total ? fo[first + rows] : num_fids;
+  return FidsInLimits(in->fid_offset, fo[first], k1, limit->data(), parts.size());
+}
+
+// CheckFeatures checks where every feature's rows and fids are. Without check_fids, the fids of
+// non-shared features are left to the forward pass, which checks each block's fids as it reads
+// them; the first fault reported may then not be the first in order (the caller checks again).
 int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector<Part> &parts,
-                      std::vector<FeatureRows> *features, fel_error *err) {
+                      bool check_fids, std::vector<FeatureRows> *features, fel_error *err) {
   const int64_t batch = in->batch_size, rows_total = in->num_feature_rows;
   const int64_t nparts = static_cast<int64_t>(parts.size());
   if (in->num_nfl < pl->num_features) {
@@ -294,7 +308,7 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
     if (!shared && count < batch) return Fail(err, FEL_ERR_FEATURE_ROWS, f, count, batch);
     if (first + rows > rows_total) return Fail(err, FEL_ERR_FEATURE_RANGE, f, first, rows_total);
     (*features)[f] = FeatureRows{first, 1, shared ? 1 : 0};
-    if (FidsValid(in, parts, max_end, first, rows, &limit)) continue;
+    if (RowsValid(in, parts, max_end, first, rows, check_fids || shared, &limit)) continue;
     // Something is wrong: find the first fault, in the order the checks are documented in.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = first + r;
@@ -320,8 +334,10 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
   return FEL_OK;
 }
 
+// PrepareImpl runs every check but, without check_fids, those of non-shared features' fids (see
+// CheckFeatures). A fault it reports is the first in order either way.
 int32_t PrepareImpl(const fel_plan *pl, const fel_input *in, bool need_embedding_data,
-                    Prepared *p, fel_error *err) {
+                    bool check_fids, Prepared *p, fel_error *err) {
   *err = fel_error{FEL_OK, 0, 0, 0};
   if (!pl || !in) return Fail(err, FEL_ERR_PLAN, FEL_PLAN_COUNTS);
   if (CheckPlan(pl, err)) return err->code;
@@ -329,7 +345,11 @@ int32_t PrepareImpl(const fel_plan *pl, const fel_input *in, bool need_embedding
   p->parts.clear();
   if (BuildParts(pl, in, &p->parts, err)) return err->code;
   if (in->batch_size < 0) return Fail(err, FEL_ERR_BATCH_SIZE, in->batch_size);
-  return CheckFeatures(pl, in, p->parts, &p->features, err);
+  if (CheckFeatures(pl, in, p->parts, check_fids, &p->features, err) && !check_fids) {
+    // The first fault in order may be a fid of an earlier feature.
+    return CheckFeatures(pl, in, p->parts, true, &p->features, err);
+  }
+  return err->code;
 }
 
 // ---- compute ----
@@ -402,6 +422,10 @@ struct Kernel {
   // slices of one feature run one after the other (their embedding rows are then still in cache)
   // when that keeps every ADDN region's terms in plan order.
   std::vector<int32_t> order;
+  // limits: PartLimits of every non-shared feature that slices read, nparts + 1 entries each, for
+  // the forward pass's checks of the fids (Prepare left them out); fault: a check failed.
+  std::vector<int64_t> limits;
+  mutable std::atomic<bool> fault{false};
 
   void Init() {
     InitOrder();
@@ -412,6 +436,16 @@ struct Kernel {
       std::vector<int32_t> &list = fr.shared ? shared_features : row_features;
       slot[f] = static_cast<int32_t>(list.size());
       list.push_back(f);
+    }
+  }
+
+  void InitLimits() {
+    const size_t n = prep->parts.size() + 1;
+    limits.assign(n * pl->num_features, -1);
+    for (int32_t f = 0; f < pl->num_features; ++f) {
+      if (slot[f] >= 0 && !prep->features[f].shared) {
+        PartLimits(prep->parts, pl->feature_max_end[f], &limits[n * f]);
+      }
     }
   }
 
@@ -570,8 +604,9 @@ struct Kernel {
   // fids ahead: sharding numbers embedding rows feature by feature, so they are close to memory
   // order, but several parts interleave and the op is bound by memory latency.
   template <bool kUnitStride>
-  void PoolFeature(const SliceOut *g, const SliceOut *g_end, const FeatureRows &fr, int64_t width,
-                   int64_t b, int64_t e) const {
+  bool PoolFeature(const SliceOut *g, const SliceOut *g_end, int32_t f, int64_t b, int64_t e) const {
+    const FeatureRows &fr = prep->features[f];
+    const int64_t width = pl->feature_max_end[f];
     const uint64_t *fo = in->fid_offset;
     const int32_t *feature_offset = in->feature_offset;
     const int64_t rows_total = in->num_feature_rows;
@@ -586,6 +621,10 @@ struct Kernel {
       return row + 1 < rows_total ? feature_offset[row + 1] : in->num_fids;
     };
     const int64_t k_end = fid_end(fr.first + e - 1);
+    const size_t nparts = prep->parts.size();
+    if (!FidsInLimits(fo, feature_offset[fr.first + b], k_end, &limits[(nparts + 1) * f], nparts)) {
+      return false;
+    }
     const int64_t bytes = width * static_cast<int64_t>(sizeof(float));
     int64_t ahead = feature_offset[fr.first + b];
     for (int64_t r = b; r < e; ++r) {
@@ -597,6 +636,7 @@ struct Kernel {
       }
       for (const SliceOut *s = g; s != g_end; ++s) PoolOne(*s->sl, s->base + (r - b) * s->row_size, k0, k1, src);
     }
+    return true;
   }
 
   void ForwardRows(float *const *outputs, int64_t r0, int64_t r1) const {
@@ -636,6 +676,7 @@ struct Kernel {
     // within the block: every output float still gets its terms in plan order; a feature's reads
     // follow fid_offset and its embedding rows, and the block's output rows stay in cache.
     for (int64_t b = r0; b < r1; b += kBlockRows) {
+      if (fault.load(std::memory_order_relaxed)) return;  // another thread found bad input
       const int64_t e = std::min(r1, b + kBlockRows);
       for (int32_t i = 0; i < ns;) {
         const int32_t f = outs[i].sl->feature;
@@ -643,10 +684,11 @@ struct Kernel {
         while (j < ns && outs[j].sl->feature == f) ++j;
         const FeatureRows &fr = prep->features[f];
         if (fr.present && !fr.shared) {
-          if (unit_stride) {
-            PoolFeature<true>(&outs[i], &outs[j], fr, pl->feature_max_end[f], b, e);
-          } else {
-            PoolFeature<false>(&outs[i], &outs[j], fr, pl->feature_max_end[f], b, e);
+          const bool ok = unit_stride ? PoolFeature<true>(&outs[i], &outs[j], f, b, e)
+                                      : PoolFeature<false>(&outs[i], &outs[j], f, b, e);
+          if (!ok) {
+            fault.store(true, std::memory_order_relaxed);
+            return;
           }
           i = j;
           continue;
@@ -844,7 +886,7 @@ int32_t ResolveParts(const Prepared &p, const float *const *bases, std::vector<f
 }  // namespace
 
 int32_t Prepare(const fel_plan *plan, const fel_input *in, Prepared *p, fel_error *err) {
-  return PrepareImpl(plan, in, false, p, err);
+  return PrepareImpl(plan, in, false, true, p, err);
 }
 
 int32_t CheckTensors(const fel_plan *pl, int64_t batch, const void *const *ptrs,
@@ -868,7 +910,7 @@ extern "C" {
 int32_t fel_validate(const fel_plan *plan, const fel_input *in, fel_error *err) {
   try {
     fel::Prepared p;
-    return fel::PrepareImpl(plan, in, false, &p, err);
+    return fel::PrepareImpl(plan, in, false, true, &p, err);
   } catch (const std::bad_alloc &) {
     return fel::Fail(err, FEL_ERR_RESOURCE, 0);
   }
@@ -879,18 +921,24 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
                     fel_error *err) {
   try {
     fel::Prepared p;
-    if (fel::PrepareImpl(plan, in, true, &p, err)) return err->code;
+    if (fel::PrepareImpl(plan, in, true, false, &p, err)) return err->code;
     if (fel::CheckTensors(plan, in->batch_size, reinterpret_cast<const void *const *>(outputs),
                           output_sizes, num_outputs, err)) {
       return err->code;
     }
-    fel::Kernel k{plan, in, &p, {}, {}, {}, {}, {}};
+    fel::Kernel k{plan, in, &p};
     fel::ResolveParts(p, in->embeddings, &k.part_ptr);
     k.Init();
     const int64_t batch = in->batch_size;
     int32_t n = static_cast<int32_t>(
         std::max<int64_t>(1, std::min<int64_t>(threads, batch / fel::kMinRowsPerThread)));
+    k.InitLimits();
     fel::Run(n, [&](int32_t i) { k.ForwardRows(outputs, batch * i / n, batch * (i + 1) / n); });
+    if (k.fault.load()) {
+      // Report the first fault in order, as validation would have.
+      if (fel::CheckFeatures(plan, in, p.parts, true, &p.features, err)) return err->code;
+      return fel::Fail(err, FEL_ERR_INPUT, FEL_INPUT_FID_OFFSET);  // unreachable: the checks agree
+    }
     return FEL_OK;
   } catch (const std::bad_alloc &) {
     return fel::Fail(err, FEL_ERR_RESOURCE, 0);
@@ -902,7 +950,7 @@ int32_t fel_backward(const fel_plan *plan, const fel_input *in, const float *con
                      int32_t threads, fel_error *err) {
   try {
     fel::Prepared p;
-    if (fel::PrepareImpl(plan, in, false, &p, err)) return err->code;
+    if (fel::PrepareImpl(plan, in, false, true, &p, err)) return err->code;
     if (fel::CheckTensors(plan, in->batch_size, reinterpret_cast<const void *const *>(grads),
                           grad_sizes, num_grads, err)) {
       return err->code;
@@ -915,7 +963,7 @@ int32_t fel_backward(const fel_plan *plan, const fel_input *in, const float *con
         return fel::Fail(err, FEL_ERR_INPUT, FEL_INPUT_EMBEDDINGS, i);
       }
     }
-    fel::Kernel k{plan, in, &p, {}, {}, {}, {}, {}};
+    fel::Kernel k{plan, in, &p};
     fel::ResolveParts(p, emb_grads, &k.part_ptr);
     k.Init();
     const int32_t n = static_cast<int32_t>(

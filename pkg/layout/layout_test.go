@@ -379,6 +379,62 @@ func cloneInput(in *Input) *Input {
 	return &c
 }
 
+// TestInvalidFidsLate: the native forward pass checks the fids of a block of rows as it reads
+// them (validation leaves them out), on several threads. Faults in late rows and in several
+// features still give the error the oracle reports: the first in feature, row, fid order.
+func TestInvalidFidsLate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	for v := 1; v <= 4; v++ {
+		base := randomCase(rng, randomSpec{version: v, tables: 2, psNum: 2, features: 6, batch: 300, exampleIn: true, unique: true})
+		p := compile(t, base, 1)
+		// The fid ranges of (feature, batch row) for features that slices read.
+		rowFids := func(f, r int) (int, int) {
+			row := int(base.in.NflOffset[f]&^SharedBit) + r
+			end := len(base.in.FidOffset)
+			if row+1 < len(base.in.FeatureOffset) {
+				end = int(base.in.FeatureOffset[row+1])
+			}
+			return int(base.in.FeatureOffset[row]), end
+		}
+		var read []int
+		for f, e := range p.maxEnd {
+			if e > 0 {
+				read = append(read, f)
+			}
+		}
+		if len(read) < 2 {
+			t.Fatalf("v%d: %d features read; pick another seed", v, len(read))
+		}
+		for _, tc := range []struct {
+			name   string
+			faults [][2]int // (index into read, batch row)
+		}{
+			{"last row", [][2]int{{len(read) - 1, 299}}},
+			{"second thread's rows, two features", [][2]int{{len(read) - 1, 10}, {0, 250}}},
+			{"both threads", [][2]int{{1, 280}, {1, 20}, {0, 299}}},
+		} {
+			t.Run(fmt.Sprintf("v%d/%s", v, tc.name), func(t *testing.T) {
+				c := *base
+				c.in = cloneInput(base.in)
+				marked := 0
+				for _, fr := range tc.faults {
+					b, e := rowFids(read[fr[0]], fr[1])
+					if b < e {
+						c.in.FidOffset[e-1] |= 0xfffffff
+						marked++
+					}
+				}
+				if marked == 0 {
+					t.Skip("the chosen rows have no fids")
+				}
+				if ie := sameError(t, &c, nil, nil); ie.Code != CodeFidOffset {
+					t.Fatalf("got %v (code %d), want code %d", ie, ie.Code, CodeFidOffset)
+				}
+			})
+		}
+	}
+}
+
 // TestInvalidInputs: inputs that do not fit are errors naming the problem, the same from every
 // engine, and nothing is read out of bounds (run under go test -asan, see native/README.md).
 func TestInvalidInputs(t *testing.T) {
