@@ -354,19 +354,22 @@ int32_t PrepareImpl(const fel_plan *pl, const fel_input *in, bool need_embedding
 
 // ---- compute ----
 
-// The region copies are short (a slice's dims): kept as loops, not turned into memcpy/memset calls,
-// whose call overhead is larger than the copy.
-#if defined(__GNUC__) && !defined(__clang__)
-#define FEL_INLINE_LOOP __attribute__((optimize("no-tree-loop-distribute-patterns"))) inline
-#else
-#define FEL_INLINE_LOOP inline
+// The region copies are short (a slice's dims): written with vector registers where the target
+// has them, because the compiler turns plain copy and zero loops into memcpy/memset calls, whose
+// call overhead is larger than the copy.
+inline void Zero(float *dst, int32_t n) {
+  int32_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_setzero_ps());
 #endif
-
-FEL_INLINE_LOOP void Zero(float *dst, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) dst[i] = 0.0f;
+  for (; i < n; ++i) dst[i] = 0.0f;
 }
-FEL_INLINE_LOOP void Assign(float *__restrict dst, const float *__restrict src, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
+inline void Assign(float *__restrict dst, const float *__restrict src, int32_t n) {
+  int32_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
 }
 inline void Add(float *__restrict dst, const float *__restrict src, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] += src[i];
@@ -414,7 +417,10 @@ struct Kernel {
   const fel_plan *pl;
   const fel_input *in;
   const Prepared *prep;
-  std::vector<float *> part_ptr;  // resolved first float of every part
+  // The first float and the stride of every part, and (at index nparts) of a dummy part that a bad
+  // part index is clamped to.
+  std::vector<float *> part_ptr;
+  std::vector<int64_t> part_stride;
   // Features that slices read, non-shared and shared, and each one's index among them (-1: none).
   std::vector<int32_t> row_features, shared_features, slot;
 
@@ -611,29 +617,36 @@ struct Kernel {
     const int32_t *feature_offset = in->feature_offset;
     const int64_t rows_total = in->num_feature_rows;
     float *const *pp = part_ptr.data();
-    const Part *parts = prep->parts.data();
+    const int64_t *stride = part_stride.data();
     auto src = [&](int64_t k) -> const float * {
       const uint64_t f = fo[k];
       const int64_t pos = static_cast<int64_t>(f & 0xffffffffu);
-      return pp[f >> 32] + (kUnitStride ? pos : pos * parts[f >> 32].stride);
+      return pp[f >> 32] + (kUnitStride ? pos : pos * stride[f >> 32]);
     };
     auto fid_end = [&](int64_t row) -> int64_t {
       return row + 1 < rows_total ? feature_offset[row + 1] : in->num_fids;
     };
     const int64_t k_end = fid_end(fr.first + e - 1);
-    const size_t nparts = prep->parts.size();
-    if (!FidsInLimits(fo, feature_offset[fr.first + b], k_end, &limits[(nparts + 1) * f], nparts)) {
-      return false;
-    }
+    const uint64_t nparts = prep->parts.size();
+    const int64_t *lim = &limits[(nparts + 1) * f];
     const int64_t bytes = width * static_cast<int64_t>(sizeof(float));
-    int64_t ahead = feature_offset[fr.first + b];
+    // Every fid is checked when the prefetch reaches it, before any row reads it; a bad part index
+    // prefetches a harmless dummy (part_ptr[nparts]).
+    int64_t ahead = feature_offset[fr.first + b], bad = 0;
     for (int64_t r = b; r < e; ++r) {
       const int64_t row = fr.first + r;
       const int64_t k0 = feature_offset[row], k1 = fid_end(row);
       for (const int64_t stop = std::min(k_end, k1 + kPrefetchFids); ahead < stop; ++ahead) {
-        const char *p = reinterpret_cast<const char *>(src(ahead));
-        for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at);
+        const uint64_t id = fo[ahead];
+        const uint64_t part = std::min(id >> 32, nparts);
+        const int64_t pos = static_cast<int64_t>(id & 0xffffffffu);
+        bad |= static_cast<int64_t>(pos > lim[part]);
+        // Integer arithmetic: the address of a bad fid may be anywhere (prefetches do not fault).
+        const uintptr_t p = reinterpret_cast<uintptr_t>(pp[part]) +
+                            static_cast<uintptr_t>(kUnitStride ? pos : pos * stride[part]) * sizeof(float);
+        for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(reinterpret_cast<const char *>(p + at));
       }
+      if (bad) return false;
       for (const SliceOut *s = g; s != g_end; ++s) PoolOne(*s->sl, s->base + (r - b) * s->row_size, k0, k1, src);
     }
     return true;
@@ -873,14 +886,20 @@ void Run(int32_t n, const Fn &fn) {
   for (auto &w : workers) w.join();
 }
 
-int32_t ResolveParts(const Prepared &p, const float *const *bases, std::vector<float *> *out) {
-  out->resize(p.parts.size());
+float dummy_part[1];
+
+void ResolveParts(const Prepared &p, const float *const *bases, std::vector<float *> *out,
+                  std::vector<int64_t> *stride) {
+  out->resize(p.parts.size() + 1);
+  stride->resize(p.parts.size() + 1);
   for (size_t i = 0; i < p.parts.size(); ++i) {
     const Part &pt = p.parts[i];
     // An empty embedding may have no storage; nothing is read from an empty part.
     (*out)[i] = bases[pt.emb] ? const_cast<float *>(bases[pt.emb]) + pt.offset : nullptr;
+    (*stride)[i] = pt.stride;
   }
-  return FEL_OK;
+  out->back() = dummy_part;
+  stride->back() = 0;
 }
 
 }  // namespace
@@ -927,7 +946,7 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
       return err->code;
     }
     fel::Kernel k{plan, in, &p};
-    fel::ResolveParts(p, in->embeddings, &k.part_ptr);
+    fel::ResolveParts(p, in->embeddings, &k.part_ptr, &k.part_stride);
     k.Init();
     const int64_t batch = in->batch_size;
     int32_t n = static_cast<int32_t>(
@@ -964,7 +983,7 @@ int32_t fel_backward(const fel_plan *plan, const fel_input *in, const float *con
       }
     }
     fel::Kernel k{plan, in, &p};
-    fel::ResolveParts(p, emb_grads, &k.part_ptr);
+    fel::ResolveParts(p, emb_grads, &k.part_ptr, &k.part_stride);
     k.Init();
     const int32_t n = static_cast<int32_t>(
         std::max<int64_t>(1, std::min<int64_t>(threads, in->num_fids / fel::kMinFidsPerThread)));
