@@ -3,14 +3,24 @@
 
 // CPU kernel of the fused embedding-to-layout op (see layout.h for the contract).
 //
-// Everything is validated first (Prepare); the compute loops then index without checks.
+// Inputs are validated before any compute (Prepare), except, for the forward pass, the fids of
+// non-shared features: those are checked block by block just before they are read (the prefetch
+// loop checks each fid against per-part limits), saving a pass over fid_offset. Any fault stops
+// the pass and reruns the exact checks, so the error reported is the first in order, as
+// fel_validate would report it. The compute loops then index without checks.
 //
-// Forward splits the batch into contiguous row ranges, one per thread; each thread writes only its
-// rows, visiting them row by row and slice by slice in plan order, so the embeddings of one
-// example's fids stay in cache across the slices that read them. Fid offsets are decoded into
-// embedding row pointers a block of rows ahead (reading fid_offset feature by feature, where it is
-// contiguous), and the embedding rows of the next row are prefetched while a row is computed: the
-// op is a gather of random embedding rows, bound by memory latency.
+// Forward splits the batch into contiguous row ranges, one per thread. Each thread takes a block of
+// kBlockRows rows at a time and, within it, one feature at a time, running all the slices of that
+// feature row by row: each embedding row is read once for all of them, the fids come straight
+// from fid_offset (contiguous for a feature's rows), and, since sharding numbers embedding rows
+// feature by feature, the reads follow memory order within each part. Embedding rows are
+// prefetched kPrefetchFids fids ahead. The block's output rows are built in a staging buffer that
+// stays in cache and then written with non-temporal stores, one contiguous copy per output. The
+// op is bound by memory latency (a gather of embedding rows) and then by write bandwidth.
+//
+// Slices of one feature run together only when that keeps every ADDN region's terms in plan
+// order (InitOrder); otherwise plan order is kept. Either way every output float gets the same
+// terms in the same order as the Go oracle: the same bits for any thread count.
 //
 // Backward gives every embedding row to one thread (Owner, or whole parts for v3/v4) and each
 // thread adds, in plan order, the contributions to its rows: no locks, no atomics, and the same
@@ -45,8 +55,8 @@ constexpr uint32_t kNflMask = 0x7fffffffu;
 // Below this many batch rows per thread, extra threads cost more than they save.
 constexpr int64_t kMinRowsPerThread = 16;
 constexpr int64_t kMinFidsPerThread = 256;
-// The forward pass decodes fid offsets kBlockRows batch rows at a time, and prefetches embedding
-// rows kPrefetchRows batch rows ahead.
+// The forward pass works on kBlockRows batch rows at a time (its staging buffer: a block of every
+// output's rows, in L2) and prefetches embedding rows kPrefetchFids fids ahead.
 constexpr int64_t kBlockRows = 64;
 constexpr int64_t kPrefetchFids = 32;
 // The backward pass walks one slice over the batch: it prefetches further ahead.
