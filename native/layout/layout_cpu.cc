@@ -22,9 +22,12 @@
 // order (InitOrder); otherwise plan order is kept. Either way every output float gets the same
 // terms in the same order as the Go oracle: the same bits for any thread count.
 //
-// Backward gives every embedding row to one thread (Owner, or whole parts for v3/v4) and each
-// thread adds, in plan order, the contributions to its rows: no locks, no atomics, and the same
-// float result for any number of threads.
+// Backward gives every embedding row to one thread and each thread adds, in plan order, the
+// contributions to its rows: no locks, no atomics, and the same float result for any number of
+// threads. For v3/v4 a thread owns the rows of a run of features when features' regions are
+// disjoint (as sharding makes them; FeatureSplit checks), and walks only their fids; otherwise
+// rows are owned by hash (Owner, v1/v2) or by whole part (v3/v4), and every thread walks every
+// fid to find its own.
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -800,13 +803,20 @@ struct Kernel {
   // rows owned by `self`: every embedding float gets its terms in the same order for any number of
   // threads. v1/v2 positions are rows, spread by hash; v3/v4 positions are float offsets that
   // malformed offsets could make overlap, so whole parts are owned.
-  void BackwardOwned(const float *const *grads, int32_t self, int32_t threads) const {
+  //
+  // With `features` (v3/v4, FeatureSplit), the thread owns the embedding rows of those features
+  // (their regions are disjoint) and runs with threads = 1 over their slices only.
+  void BackwardOwned(const float *const *grads, int32_t self, int32_t threads,
+                     const std::vector<char> *features = nullptr) const {
     const int64_t batch = in->batch_size;
     const bool by_part = pl->version >= 3;
     const uint64_t *fo = in->fid_offset;
+    // v3/v4: which parts this thread owns (fid parts are validated), looked up per fid.
+    std::vector<char> own_part(by_part ? prep->parts.size() : 0);
+    for (size_t p = 0; p < own_part.size(); ++p) own_part[p] = static_cast<int32_t>(p % threads) == self;
     auto mine = [&](uint64_t f) {
       if (threads == 1) return true;
-      return (by_part ? static_cast<int32_t>((f >> 32) % threads) : Owner(f, threads)) == self;
+      return by_part ? own_part[f >> 32] != 0 : Owner(f, threads) == self;
     };
     // The owned fids of every feature that slices read, built once for all its slices (one
     // thread owns all: it walks fid_offset directly).
@@ -830,7 +840,7 @@ struct Kernel {
     for (int32_t s = 0; s < pl->num_slices; ++s) {
       const fel_slice &sl = pl->slices[s];
       const FeatureRows &fr = prep->features[sl.feature];
-      if (!fr.present) continue;
+      if (!fr.present || (features && !(*features)[sl.feature])) continue;
       const Owned &o = owned[sl.feature];
       const int64_t row_size = pl->output_row_size[sl.output];
       const int64_t first_byte = sl.start * sizeof(float) & ~63;
@@ -879,6 +889,62 @@ struct Kernel {
     }
   }
 };
+
+// FeatureSplit gives each of n threads a run of features (by number of fids) for a v3/v4 backward
+// pass, when no two features' fids touch overlapping floats of a part: then each embedding
+// gradient float gets terms from one feature's slices only, and a thread walks only its features'
+// fids instead of every fid (as the split by parts must). Returns false when regions overlap
+// (malformed or hand-made offsets), or the split is not worth it.
+bool FeatureSplit(const fel_plan *pl, const fel_input *in, const Prepared &p, int32_t n,
+                  std::vector<std::vector<char>> *mine) {
+  const int64_t nparts = static_cast<int64_t>(p.parts.size());
+  struct Region {
+    int64_t lo, hi;
+    int32_t feature;
+  };
+  std::vector<std::vector<Region>> regions(nparts);
+  std::vector<int64_t> fids(pl->num_features, 0);
+  std::vector<int64_t> lo(nparts), hi(nparts);
+  int64_t total = 0;
+  for (int32_t f = 0; f < pl->num_features; ++f) {
+    const FeatureRows &fr = p.features[f];
+    if (!fr.present || pl->feature_max_end[f] == 0) continue;
+    const int64_t rows = fr.shared ? std::min<int64_t>(1, in->batch_size) : in->batch_size;
+    if (rows == 0) continue;
+    int64_t k0, k1, unused;
+    FidRange(in, fr.first, &k0, &unused);
+    FidRange(in, fr.first + rows - 1, &unused, &k1);
+    std::fill(lo.begin(), lo.end(), INT64_MAX);
+    std::fill(hi.begin(), hi.end(), -1);
+    for (int64_t k = k0; k < k1; ++k) {  // validated: parts in range, rows inside them
+      const uint64_t id = in->fid_offset[k];
+      const int64_t part = static_cast<int64_t>(id >> 32), pos = static_cast<int64_t>(id & 0xffffffffu);
+      lo[part] = std::min(lo[part], pos);
+      hi[part] = std::max(hi[part], pos);
+    }
+    for (int64_t q = 0; q < nparts; ++q) {
+      if (hi[q] >= 0) regions[q].push_back(Region{lo[q], hi[q] + pl->feature_max_end[f], f});
+    }
+    fids[f] = k1 - k0;
+    total += k1 - k0;
+  }
+  for (auto &rs : regions) {
+    std::sort(rs.begin(), rs.end(), [](const Region &a, const Region &b) { return a.lo < b.lo; });
+    for (size_t i = 1; i < rs.size(); ++i) {
+      if (rs[i].lo < rs[i - 1].hi) return false;
+    }
+  }
+  mine->assign(n, std::vector<char>(pl->num_features, 0));
+  int64_t seen = 0;
+  for (int32_t f = 0; f < pl->num_features; ++f) {
+    // Feature f goes to the thread whose share of all fids its middle falls in.
+    const int64_t mid = seen + fids[f] / 2;
+    const int32_t t = total > 0 ? static_cast<int32_t>(std::min<int64_t>(n - 1, mid * n / total)) : 0;
+    (*mine)[t][f] = 1;
+    seen += fids[f];
+  }
+  return true;
+}
 
 // Run calls fn(i) for i in [0, n) on n threads (the caller's thread runs i = 0).
 template <typename Fn>
@@ -997,6 +1063,19 @@ int32_t fel_backward(const fel_plan *plan, const fel_input *in, const float *con
     k.Init();
     const int32_t n = static_cast<int32_t>(
         std::max<int64_t>(1, std::min<int64_t>(threads, in->num_fids / fel::kMinFidsPerThread)));
+    std::vector<std::vector<char>> by_feature;
+    if (n > 1 && plan->version >= 3 && fel::FeatureSplit(plan, in, p, n, &by_feature)) {
+      // Zero the gradients (a share of every tensor per thread), then add by feature.
+      fel::Run(n, [&](int32_t i) {
+        for (int32_t e = 0; e < in->num_embeddings; ++e) {
+          const int64_t size = in->embedding_sizes[e];
+          const int64_t a = size * i / n, b = size * (i + 1) / n;
+          if (b > a) memset(emb_grads[e] + a, 0, sizeof(float) * (b - a));
+        }
+      });
+      fel::Run(n, [&](int32_t i) { k.BackwardOwned(grads, 0, 1, &by_feature[i]); });
+      return FEL_OK;
+    }
     // Each thread zeroes the embedding rows it owns, then adds into them: its lines stay in its
     // cache, and no barrier separates the two.
     fel::Run(n, [&](int32_t i) {

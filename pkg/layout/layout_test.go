@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -377,6 +378,33 @@ func cloneInput(in *Input) *Input {
 	c.FeatureOffset = append([]int32(nil), in.FeatureOffset...)
 	c.NflOffset = append([]uint32(nil), in.NflOffset...)
 	return &c
+}
+
+// TestBackwardOverlappingFeatures: v3/v4 backward on several threads splits the work by feature
+// when features' embedding regions are disjoint (as sharding makes them); here every fid of every
+// feature points at the same embedding row, so it must fall back to the split by parts, with the
+// same bits as the oracle.
+func TestBackwardOverlappingFeatures(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	for _, v := range []int{3, 4} {
+		c := randomCase(rng, randomSpec{version: v, tables: 2, psNum: 2, features: 8, batch: 200, exampleIn: true, unique: true})
+		p := compile(t, c, 1)
+		part := 0 // v4: one embedding; the first part with room for the widest feature
+		for len(c.in.Embeddings) > 1 && len(c.in.Embeddings[part]) < slices.Max(p.maxEnd) {
+			part++
+		}
+		for k := range c.in.FidOffset {
+			c.in.FidOffset[k] = uint64(part) << 32
+		}
+		grads := make([][]float32, len(p.outputs))
+		for k, o := range p.outputs {
+			grads[k] = make([]float32, c.in.BatchSize*o.RowSize)
+			for j := range grads[k] {
+				grads[k][j] = float32(rng.NormFloat64())
+			}
+		}
+		checkBackward(t, c, grads)
+	}
 }
 
 // TestInvalidFidsLate: the native forward pass checks the fids of a block of rows as it reads
