@@ -158,6 +158,8 @@ int32_t fel_validate(const fel_plan *plan, const fel_input *in, fel_error *err);
 
 // fel_forward computes the layout tensors into outputs[i] (output_sizes[i] floats each, batch_size *
 // output_row_size[i] wanted); every output float is written. threads >= 1 splits the batch.
+// Errors are fel_validate's (the first problem in its order); the fids of non-shared features
+// are checked as they are read, so after an error some output rows may have been written.
 int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *outputs,
                     const int64_t *output_sizes, int32_t num_outputs, int32_t threads,
                     fel_error *err);

@@ -224,7 +224,9 @@ func (p *Plan) Backward(in *Input, grads [][]float32) ([][]float32, error) {
 }
 
 // ForwardWith runs the op with engine e. When out is nil the tensors are allocated; otherwise out
-// must hold one tensor of the right size per output, and every float of it is overwritten.
+// must hold one tensor of the right size per output, and every float of it is overwritten. After
+// an error the contents of out are unspecified: the native kernel checks fids as it reads them
+// and may have written rows before it finds a bad one.
 func (p *Plan) ForwardWith(e Engine, in *Input, out [][]float32) ([][]float32, error) {
 	if in == nil {
 		return nil, errkind.New(errkind.Value, "layout forward: nil input")
