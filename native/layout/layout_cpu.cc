@@ -415,15 +415,11 @@ inline void StreamFence() {
 #endif
 }
 
-// RowFids holds the embedding rows of the fids of one batch row (or of the shared features' one
-// row), decoded from fid_offset once and read by every slice of their feature.
-struct RowFids {
+// SharedRows holds the embedding rows of the shared features' fids (their one feature row),
+// decoded from fid_offset once and read by every batch row.
+struct SharedRows {
   std::vector<const float *> rows;  // first float of each fid's embedding row, feature by feature
-  std::vector<int64_t> begin;       // per decoded feature: its first entry in rows (+ one end)
-  void Clear() {
-    rows.clear();
-    begin.clear();
-  }
+  std::vector<int64_t> begin;       // per shared feature: its first entry in rows (+ one end)
 };
 
 struct Kernel {
@@ -434,8 +430,9 @@ struct Kernel {
   // part index is clamped to.
   std::vector<float *> part_ptr;
   std::vector<int64_t> part_stride;
-  // Features that slices read, non-shared and shared, and each one's index among them (-1: none).
-  std::vector<int32_t> row_features, shared_features, slot;
+  // slot[f]: -1 when no slice reads feature f or it is absent; else, for a shared feature, its
+  // index in shared_features (and SharedRows), and 0 for the others.
+  std::vector<int32_t> shared_features, slot;
 
   // order is the order the forward pass visits slices in: plan order, regrouped so that the
   // slices of one feature run one after the other (their embedding rows are then still in cache)
@@ -452,9 +449,11 @@ struct Kernel {
     for (int32_t f = 0; f < pl->num_features; ++f) {
       const FeatureRows &fr = prep->features[f];
       if (pl->feature_max_end[f] == 0 || !fr.present) continue;
-      std::vector<int32_t> &list = fr.shared ? shared_features : row_features;
-      slot[f] = static_cast<int32_t>(list.size());
-      list.push_back(f);
+      slot[f] = 0;
+      if (fr.shared) {
+        slot[f] = static_cast<int32_t>(shared_features.size());
+        shared_features.push_back(f);
+      }
     }
   }
 
@@ -494,57 +493,19 @@ struct Kernel {
   }
 
   const float *Row(uint64_t fo) const {
-    return part_ptr[fo >> 32] + static_cast<int64_t>(fo & 0xffffffffu) * prep->parts[fo >> 32].stride;
+    return part_ptr[fo >> 32] + static_cast<int64_t>(fo & 0xffffffffu) * part_stride[fo >> 32];
   }
 
-  // Decode fills rows[0 .. n) with the fids of batch rows r .. r + n of `features` (shared
-  // features: their one row). It reads fid_offset feature by feature, where it is contiguous.
-  void Decode(const std::vector<int32_t> &features, int64_t r, int64_t n, RowFids *rows) const {
-    for (int64_t j = 0; j < n; ++j) rows[j].Clear();
-    for (int32_t f : features) {
-      const FeatureRows &fr = prep->features[f];
-      for (int64_t j = 0; j < n; ++j) {
-        RowFids &d = rows[j];
-        d.begin.push_back(static_cast<int64_t>(d.rows.size()));
-        int64_t b, e;
-        FidRange(in, fr.first + (fr.shared ? 0 : r + j), &b, &e);
-        for (int64_t k = b; k < e; ++k) d.rows.push_back(Row(in->fid_offset[k]));
-      }
+  SharedRows DecodeShared() const {
+    SharedRows d;
+    for (int32_t f : shared_features) {
+      d.begin.push_back(static_cast<int64_t>(d.rows.size()));
+      int64_t b, e;
+      FidRange(in, prep->features[f].first, &b, &e);
+      for (int64_t k = b; k < e; ++k) d.rows.push_back(Row(in->fid_offset[k]));
     }
-    for (int64_t j = 0; j < n; ++j) rows[j].begin.push_back(static_cast<int64_t>(rows[j].rows.size()));
-  }
-
-  // Pool writes the pooled value of embedding rows [p, p + n) into a slice region (the reference's
-  // GatherEmb with init = true: the first term is copied, later ones added; FIRSTN copies the
-  // first max_seq and zeroes the other positions).
-  static void Pool(const fel_slice &s, const float *const *p, int64_t n, float *dst) {
-    const int32_t c0 = s.start;
-    switch (s.pooling) {
-      case FEL_SUM:
-        if (n == 0) {
-          Zero(dst, s.dims);
-          return;
-        }
-        Assign(dst, p[0] + c0, s.dims);
-        for (int64_t k = 1; k < n; ++k) Add(dst, p[k] + c0, s.dims);
-        return;
-      case FEL_MEAN: {
-        if (n == 0) {
-          Zero(dst, s.dims);
-          return;
-        }
-        const float count = static_cast<float>(n);
-        AssignMean(dst, p[0] + c0, s.dims, count);
-        for (int64_t k = 1; k < n; ++k) AddMean(dst, p[k] + c0, s.dims, count);
-        return;
-      }
-      default: {  // FEL_FIRSTN
-        const int64_t copied = std::min<int64_t>(n, s.max_seq);
-        for (int64_t k = 0; k < copied; ++k) Assign(dst + k * s.seq_stride, p[k] + c0, s.dims);
-        for (int64_t k = copied; k < s.max_seq; ++k) Zero(dst + k * s.seq_stride, s.dims);
-        return;
-      }
-    }
+    d.begin.push_back(static_cast<int64_t>(d.rows.size()));
+    return d;
   }
 
   static void ZeroRegion(const fel_slice &s, float *dst) {
@@ -564,7 +525,8 @@ struct Kernel {
   };
 
   // PoolOne writes (or, ADDN, adds) the pooled value of embedding rows src(k0) .. src(k1 - 1)
-  // into one row's region of a slice.
+  // into one row's region of a slice: the reference's GatherEmb with init = true, the first term
+  // copied and later ones added; FIRSTN copies the first max_seq and zeroes the other positions.
   template <typename Src>
   FEL_ALWAYS_INLINE static void PoolOne(const fel_slice &sl, float *dst, int64_t k0, int64_t k1,
                                         const Src &src) {
@@ -668,8 +630,8 @@ struct Kernel {
   void ForwardRows(float *const *outputs, int64_t r0, int64_t r1) const {
     if (r0 >= r1) return;
     const int32_t ns = pl->num_slices;
-    RowFids shared;
-    Decode(shared_features, 0, 1, &shared);
+    const SharedRows shared = DecodeShared();
+    auto shared_row = [&](int64_t k) { return shared.rows[k]; };
     // The pooled value of a shared feature in an ADDN layout, computed once per thread.
     std::vector<int64_t> tmp_at(ns, -1);
     int64_t tmp_size = 0;
@@ -686,14 +648,15 @@ struct Kernel {
       if (tmp_at[s] < 0) continue;
       const fel_slice &sl = pl->slices[s];
       const int64_t i = slot[sl.feature];
-      Pool(sl, shared.rows.data() + shared.begin[i], shared.begin[i + 1] - shared.begin[i],
-           tmp.data() + tmp_at[s]);
+      fel_slice pooled = sl;  // pooled once, as a region of its own; added per row below
+      pooled.addn = 0;
+      PoolOne(pooled, tmp.data() + tmp_at[s], shared.begin[i], shared.begin[i + 1], shared_row);
     }
     bool unit_stride = true;
     for (const Part &pt : prep->parts) unit_stride = unit_stride && pt.stride == 1;
     std::vector<SliceOut> outs(ns);
     std::vector<std::vector<float>> stage(pl->num_outputs);
-    for (int32_t o = 0; o < pl->num_outputs; ++o) stage[o].resize(kBlockRows * pl->output_row_size[o] + 16);
+    for (int32_t o = 0; o < pl->num_outputs; ++o) stage[o].resize(kBlockRows * pl->output_row_size[o]);
     for (int32_t i = 0; i < ns; ++i) {
       const fel_slice &sl = pl->slices[order[i]];
       outs[i] = SliceOut{&sl, stage[sl.output].data() + sl.offset, pl->output_row_size[sl.output]};
@@ -742,7 +705,7 @@ struct Kernel {
             } else {
               // A shared feature is pooled again for every row: the same floats.
               const int64_t si = slot[sl.feature];
-              Pool(sl, shared.rows.data() + shared.begin[si], shared.begin[si + 1] - shared.begin[si], dst);
+              PoolOne(sl, dst, shared.begin[si], shared.begin[si + 1], shared_row);
             }
           }
         }

@@ -43,7 +43,6 @@ func benchCase() *benchFixture {
 		const (
 			batch    = 1024
 			features = 100
-			psNum    = 4
 			seqLen   = 5
 			fidPool  = 1_000_000 // per feature: the fids of a batch are nearly all distinct
 		)
@@ -87,12 +86,11 @@ func benchCase() *benchFixture {
 				exs[i].NamedFeature = append(exs[i].NamedFeature, &examplepb.NamedFeature{Name: name, Feature: fidV2(fids)})
 			}
 		}
-		opts := Options{Version: 3, PSNum: psNum, VariantType: "example", ParallelFlag: 1}
-		plan, err := Compile(cfgs, opts)
+		plan, err := Compile(cfgs, benchOptions(0))
 		if err != nil {
 			panic(err)
 		}
-		in := shardSparseFids(cfgs, psNum, 3, true, nil, exs).embeddings(plan, func(fid uint64, col int) float32 {
+		in := shardSparseFids(cfgs, benchPSNum, 3, true, nil, exs).embeddings(plan, func(fid uint64, col int) float32 {
 			return float32(hashValue(fid, col))
 		})
 		bench = &benchFixture{cfgs: cfgs, in: in, bytes: effectiveBytes(plan, in)}
@@ -151,9 +149,16 @@ func report(b *testing.B, batch int, bytes int64, cpu0 time.Duration) {
 	b.ReportMetric(0, "ns/op") // ns/op is b.Elapsed()/N: the metrics above say it better
 }
 
-func BenchmarkForward(b *testing.B) {
-	fx := benchCase()
-	logLoad(b)
+const benchPSNum = 4
+
+// benchOptions are the op options of the benchmark layout.
+func benchOptions(threads int) Options {
+	return Options{Version: 3, PSNum: benchPSNum, VariantType: "example", ParallelFlag: 1, Threads: threads}
+}
+
+// forEngines runs fn as a sub-benchmark for the oracle and the native kernel on 1 and on all
+// threads.
+func forEngines(b *testing.B, fx *benchFixture, fn func(b *testing.B, plan *Plan, engine Engine)) {
 	for _, tc := range []struct {
 		name    string
 		engine  Engine
@@ -167,24 +172,32 @@ func BenchmarkForward(b *testing.B) {
 			if tc.engine == Native && !NativeAvailable {
 				b.Skip("built without cgo")
 			}
-			plan, err := Compile(fx.cfgs, Options{Version: 3, PSNum: 4, VariantType: "example", ParallelFlag: 1, Threads: tc.threads})
+			plan, err := Compile(fx.cfgs, benchOptions(tc.threads))
 			if err != nil {
 				b.Fatal(err)
 			}
-			out, err := plan.ForwardWith(tc.engine, fx.in, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for range b.N {
-				if _, err := plan.ForwardWith(tc.engine, fx.in, out); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, fx.in.BatchSize, fx.bytes, cpu0)
+			fn(b, plan, tc.engine)
 		})
 	}
+}
+
+func BenchmarkForward(b *testing.B) {
+	fx := benchCase()
+	logLoad(b)
+	forEngines(b, fx, func(b *testing.B, plan *Plan, engine Engine) {
+		out, err := plan.ForwardWith(engine, fx.in, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		for range b.N {
+			if _, err := plan.ForwardWith(engine, fx.in, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, fx.in.BatchSize, fx.bytes, cpu0)
+	})
 	// memcpy of the same number of bytes, on 1 and on all threads.
 	src, dst := make([]byte, fx.bytes), make([]byte, fx.bytes)
 	for i := range src {
@@ -212,7 +225,7 @@ func BenchmarkForward(b *testing.B) {
 	// gather copies every fid's embedding row, in fid order, into one contiguous buffer: the
 	// random reads the op cannot avoid, with no pooling or layout work. It is the limit of this
 	// access pattern on this machine (memcpy streams; the op and gather jump between rows).
-	gplan, err := Compile(fx.cfgs, Options{Version: 3, PSNum: 4, VariantType: "example", ParallelFlag: 1})
+	gplan, err := Compile(fx.cfgs, benchOptions(0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -270,39 +283,22 @@ func BenchmarkForward(b *testing.B) {
 
 func BenchmarkBackward(b *testing.B) {
 	fx := benchCase()
-	for _, tc := range []struct {
-		name    string
-		engine  Engine
-		threads int
-	}{
-		{"oracle", Oracle, 1},
-		{"native_1thread", Native, 1},
-		{fmt.Sprintf("native_%dthreads", runtime.GOMAXPROCS(0)), Native, 0},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			if tc.engine == Native && !NativeAvailable {
-				b.Skip("built without cgo")
-			}
-			plan, err := Compile(fx.cfgs, Options{Version: 3, PSNum: 4, VariantType: "example", ParallelFlag: 1, Threads: tc.threads})
-			if err != nil {
+	forEngines(b, fx, func(b *testing.B, plan *Plan, engine Engine) {
+		grads := ones(plan, fx.in.BatchSize)
+		embGrads, err := plan.BackwardWith(engine, fx.in, grads, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		for range b.N {
+			if _, err := plan.BackwardWith(engine, fx.in, grads, embGrads); err != nil {
 				b.Fatal(err)
 			}
-			grads := ones(plan, fx.in.BatchSize)
-			embGrads, err := plan.BackwardWith(tc.engine, fx.in, grads, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for range b.N {
-				if _, err := plan.BackwardWith(tc.engine, fx.in, grads, embGrads); err != nil {
-					b.Fatal(err)
-				}
-			}
-			// The same bytes as forward: layout gradients read, embedding gradients written.
-			report(b, fx.in.BatchSize, fx.bytes, cpu0)
-		})
-	}
+		}
+		// The same bytes as forward: layout gradients read, embedding gradients written.
+		report(b, fx.in.BatchSize, fx.bytes, cpu0)
+	})
 }
 
 // logLoad logs the load average: the benchmark machine may be shared.
