@@ -12,13 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
@@ -27,24 +27,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command's writes and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestFlagsAndConfigErrors(t *testing.T) {
 	dir := t.TempDir()
@@ -153,7 +135,7 @@ func started(t *testing.T, args []string, stdout, stderr io.Writer) (agentrun.Re
 // stops cleanly.
 func TestDemo(t *testing.T) {
 	leakcheck.Check(t)
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	r, stop := started(t, nil, &stdout, &stderr)
 	want := []string{"demo_model:entry", "demo_model:ps_0", "demo_model:ps_2"}
 	var rep agentstatus.Report
@@ -253,7 +235,7 @@ func TestConf(t *testing.T) {
 	t.Run("serves", func(t *testing.T) {
 		leakcheck.Check(t)
 		t.Setenv(agentv3.TFSBinaryEnv, faketfsbin.Path(t))
-		var stdout, stderr syncBuffer
+		var stdout, stderr syncbuf.Buffer
 		r, stop := started(t, args, &stdout, &stderr)
 		eventually(t, "m:entry to be bound", func() bool {
 			var rep agentstatus.Report

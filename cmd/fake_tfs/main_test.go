@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,27 +19,10 @@ import (
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's log and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestUsage(t *testing.T) {
 	dir := t.TempDir()
@@ -61,7 +42,7 @@ func TestUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errb syncBuffer
+			var out, errb syncbuf.Buffer
 			code := run(context.Background(), tc.args, &out, &errb, nil)
 			if code != tc.wantCode {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errb.String())
@@ -177,7 +158,7 @@ func TestAgentCommandLine(t *testing.T) {
 	args = append(args, "--fake_step_interval=1ms", "--some_future_tfs_flag=1", "--another_bool")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	ready := make(chan string, 1)
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, &out, &errb, func(addr string) { ready <- addr }) }()

@@ -1,7 +1,6 @@
 package barrier
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 )
@@ -175,7 +175,7 @@ func TestWaitUntilRemovedErrors(t *testing.T) {
 
 func TestWaitLogsWhileBlocked(t *testing.T) {
 	leakcheck.Check(t)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	defer slog.SetDefault(old)
@@ -200,23 +200,6 @@ func TestWaitLogsWhileBlocked(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // counter counts steps like the reference test's assign_add(global_step, 1).
