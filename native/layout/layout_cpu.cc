@@ -9,9 +9,10 @@
 // the pass and reruns the exact checks, so the error reported is the first in order, as
 // fel_validate would report it. The compute loops then index without checks.
 //
-// Forward splits the batch into contiguous row ranges, one per thread. Each thread takes a block of
-// kBlockRows rows at a time and, within it, one feature at a time, running all the slices of that
-// feature row by row: each embedding row is read once for all of them, the fids come straight
+// Forward hands out blocks of kBlockRows batch rows to its threads as they come free (a shared
+// counter, so a thread that another process delays holds up the pass by one block at most). A
+// thread runs its block one feature at a time, all the slices of that feature row by row: each
+// embedding row is read once for all of them (pooled in registers), the fids come straight
 // from fid_offset (contiguous for a feature's rows), and, since sharding numbers embedding rows
 // feature by feature, the reads follow memory order within each part. Embedding rows are
 // prefetched kPrefetchFids fids ahead. The block's output rows are built in a staging buffer that
@@ -388,11 +389,59 @@ inline void Add(float *__restrict dst, const float *__restrict src, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 // MEAN divides every term (the reference's order), not the sum: same rounding as the reference.
-inline void AssignMean(float *__restrict dst, const float *__restrict src, int32_t n, float count) {
-  for (int32_t i = 0; i < n; ++i) dst[i] = src[i] / count;
-}
 inline void AddMean(float *__restrict dst, const float *__restrict src, int32_t n, float count) {
   for (int32_t i = 0; i < n; ++i) dst[i] += src[i] / count;
+}
+
+// Reduce pools columns [c0, c0 + dims) of rows[0 .. n) into dst[0 .. dims): for every column, an
+// accumulator starts from the first row's term (kFromFirst, n >= 1), from dst (kFromDst) or from
+// zero (kFromZero), and adds the other rows' terms in row order; a term is the float, or with
+// kMean the float divided by count (the reference divides every term). The additions are the
+// oracle's, in the same order, so the result has the same bits; but the accumulators stay in
+// registers across rows instead of dst being loaded and stored again for every row.
+enum ReduceInit { kFromFirst, kFromDst, kFromZero };
+template <ReduceInit kInit, bool kMean>
+FEL_ALWAYS_INLINE void Reduce(float *__restrict dst, const float *const *rows, int64_t n, int32_t c0,
+                              int32_t dims, float count) {
+  int32_t i = 0;
+  const int64_t k_first = kInit == kFromFirst ? 1 : 0;
+#if defined(__SSE2__)
+  const __m128 cnt = _mm_set1_ps(count);
+  auto term = [&](const float *p) {
+    const __m128 v = _mm_loadu_ps(p);
+    return kMean ? _mm_div_ps(v, cnt) : v;
+  };
+  auto init = [&](int32_t j) {  // the accumulator of columns [j, j + 4)
+    if (kInit == kFromFirst) return term(rows[0] + c0 + j);
+    if (kInit == kFromDst) return _mm_loadu_ps(dst + j);
+    return _mm_setzero_ps();
+  };
+  for (; i + 16 <= dims; i += 16) {
+    __m128 a0 = init(i), a1 = init(i + 4), a2 = init(i + 8), a3 = init(i + 12);
+    for (int64_t k = k_first; k < n; ++k) {
+      const float *p = rows[k] + c0 + i;
+      a0 = _mm_add_ps(a0, term(p));
+      a1 = _mm_add_ps(a1, term(p + 4));
+      a2 = _mm_add_ps(a2, term(p + 8));
+      a3 = _mm_add_ps(a3, term(p + 12));
+    }
+    _mm_storeu_ps(dst + i, a0);
+    _mm_storeu_ps(dst + i + 4, a1);
+    _mm_storeu_ps(dst + i + 8, a2);
+    _mm_storeu_ps(dst + i + 12, a3);
+  }
+  for (; i + 4 <= dims; i += 4) {
+    __m128 a = init(i);
+    for (int64_t k = k_first; k < n; ++k) a = _mm_add_ps(a, term(rows[k] + c0 + i));
+    _mm_storeu_ps(dst + i, a);
+  }
+#endif
+  for (; i < dims; ++i) {
+    float a = kInit == kFromFirst ? (kMean ? rows[0][c0 + i] / count : rows[0][c0 + i])
+                                  : (kInit == kFromDst ? dst[i] : 0.0f);
+    for (int64_t k = k_first; k < n; ++k) a += kMean ? rows[k][c0 + i] / count : rows[k][c0 + i];
+    dst[i] = a;
+  }
 }
 
 // StreamCopy copies n floats, with non-temporal stores where the target has them: the layout is
@@ -524,55 +573,38 @@ struct Kernel {
     int64_t row_size;
   };
 
-  // PoolOne writes (or, ADDN, adds) the pooled value of embedding rows src(k0) .. src(k1 - 1)
-  // into one row's region of a slice: the reference's GatherEmb with init = true, the first term
-  // copied and later ones added; FIRSTN copies the first max_seq and zeroes the other positions.
-  template <typename Src>
-  FEL_ALWAYS_INLINE static void PoolOne(const fel_slice &sl, float *dst, int64_t k0, int64_t k1,
-                                        const Src &src) {
-    const int64_t n = k1 - k0;
+  // PoolOne writes (or, ADDN, adds) the pooled value of the embedding rows rows[0 .. n) into one
+  // row's region of a slice: the reference's GatherEmb with init = true, the first term copied
+  // and later ones added; FIRSTN copies the first max_seq and zeroes the other positions.
+  FEL_ALWAYS_INLINE static void PoolOne(const fel_slice &sl, float *dst, const float *const *rows,
+                                        int64_t n) {
     const int32_t c0 = sl.start;
+    const float count = static_cast<float>(n);
     if (sl.addn) {
-      if (sl.addn_first) Zero(dst, sl.dims);
-      if (sl.dims == 1) {  // the common "bias" slice
-        float v = dst[0];
-        if (sl.pooling == FEL_MEAN) {
-          const float count = static_cast<float>(n);
-          for (int64_t k = k0; k < k1; ++k) v += src(k)[c0] / count;
-        } else {
-          for (int64_t k = k0; k < k1; ++k) v += src(k)[c0];
-        }
-        dst[0] = v;
-      } else if (sl.pooling == FEL_MEAN) {
-        const float count = static_cast<float>(n);
-        for (int64_t k = k0; k < k1; ++k) AddMean(dst, src(k) + c0, sl.dims, count);
+      const bool mean = sl.pooling == FEL_MEAN;
+      if (sl.addn_first) {
+        mean ? Reduce<kFromZero, true>(dst, rows, n, c0, sl.dims, count)
+             : Reduce<kFromZero, false>(dst, rows, n, c0, sl.dims, count);
       } else {
-        for (int64_t k = k0; k < k1; ++k) Add(dst, src(k) + c0, sl.dims);
+        mean ? Reduce<kFromDst, true>(dst, rows, n, c0, sl.dims, count)
+             : Reduce<kFromDst, false>(dst, rows, n, c0, sl.dims, count);
       }
       return;
     }
     switch (sl.pooling) {
       case FEL_SUM:
+      case FEL_MEAN:
         if (n == 0) {
           Zero(dst, sl.dims);
-          return;
+        } else if (sl.pooling == FEL_SUM) {
+          Reduce<kFromFirst, false>(dst, rows, n, c0, sl.dims, count);
+        } else {
+          Reduce<kFromFirst, true>(dst, rows, n, c0, sl.dims, count);
         }
-        Assign(dst, src(k0) + c0, sl.dims);
-        for (int64_t k = k0 + 1; k < k1; ++k) Add(dst, src(k) + c0, sl.dims);
         return;
-      case FEL_MEAN: {
-        if (n == 0) {
-          Zero(dst, sl.dims);
-          return;
-        }
-        const float count = static_cast<float>(n);
-        AssignMean(dst, src(k0) + c0, sl.dims, count);
-        for (int64_t k = k0 + 1; k < k1; ++k) AddMean(dst, src(k) + c0, sl.dims, count);
-        return;
-      }
       default: {  // FEL_FIRSTN
         const int64_t copied = std::min<int64_t>(n, sl.max_seq);
-        for (int64_t k = 0; k < copied; ++k) Assign(dst + k * sl.seq_stride, src(k0 + k) + c0, sl.dims);
+        for (int64_t k = 0; k < copied; ++k) Assign(dst + k * sl.seq_stride, rows[k] + c0, sl.dims);
         for (int64_t k = copied; k < sl.max_seq; ++k) Zero(dst + k * sl.seq_stride, sl.dims);
         return;
       }
@@ -585,7 +617,8 @@ struct Kernel {
   // fids ahead: sharding numbers embedding rows feature by feature, so they are close to memory
   // order, but several parts interleave and the op is bound by memory latency.
   template <bool kUnitStride>
-  bool PoolFeature(const SliceOut *g, const SliceOut *g_end, int32_t f, int64_t b, int64_t e) const {
+  bool PoolFeature(const SliceOut *g, const SliceOut *g_end, int32_t f, int64_t b, int64_t e,
+                   std::vector<const float *> *rows) const {
     const FeatureRows &fr = prep->features[f];
     const int64_t width = pl->feature_max_end[f];
     const uint64_t *fo = in->fid_offset;
@@ -622,16 +655,24 @@ struct Kernel {
         for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(reinterpret_cast<const char *>(p + at));
       }
       if (bad) return false;
-      for (const SliceOut *s = g; s != g_end; ++s) PoolOne(*s->sl, s->base + (r - b) * s->row_size, k0, k1, src);
+      // The row's embedding rows, found once for all the feature's slices.
+      if (static_cast<int64_t>(rows->size()) < k1 - k0) rows->resize(k1 - k0);
+      const float **at = rows->data();
+      for (int64_t k = k0; k < k1; ++k) at[k - k0] = src(k);
+      for (const SliceOut *s = g; s != g_end; ++s) PoolOne(*s->sl, s->base + (r - b) * s->row_size, at, k1 - k0);
     }
     return true;
   }
 
-  void ForwardRows(float *const *outputs, int64_t r0, int64_t r1) const {
-    if (r0 >= r1) return;
+  // ForwardRows runs blocks of batch rows [b, b + kBlockRows) for b taken from next, until the
+  // batch is done: threads take blocks as they come free, so one that another process delays
+  // holds up the pass by a block at most, not by half the batch.
+  void ForwardRows(float *const *outputs, std::atomic<int64_t> *next) const {
+    const int64_t batch = in->batch_size;
+    // An empty batch has nothing to write, and its shared features' rows were not checked.
+    if (batch == 0) return;
     const int32_t ns = pl->num_slices;
     const SharedRows shared = DecodeShared();
-    auto shared_row = [&](int64_t k) { return shared.rows[k]; };
     // The pooled value of a shared feature in an ADDN layout, computed once per thread.
     std::vector<int64_t> tmp_at(ns, -1);
     int64_t tmp_size = 0;
@@ -650,11 +691,13 @@ struct Kernel {
       const int64_t i = slot[sl.feature];
       fel_slice pooled = sl;  // pooled once, as a region of its own; added per row below
       pooled.addn = 0;
-      PoolOne(pooled, tmp.data() + tmp_at[s], shared.begin[i], shared.begin[i + 1], shared_row);
+      PoolOne(pooled, tmp.data() + tmp_at[s], shared.rows.data() + shared.begin[i],
+              shared.begin[i + 1] - shared.begin[i]);
     }
     bool unit_stride = true;
     for (const Part &pt : prep->parts) unit_stride = unit_stride && pt.stride == 1;
     std::vector<SliceOut> outs(ns);
+    std::vector<const float *> rows(64);
     std::vector<std::vector<float>> stage(pl->num_outputs);
     for (int32_t o = 0; o < pl->num_outputs; ++o) stage[o].resize(kBlockRows * pl->output_row_size[o]);
     for (int32_t i = 0; i < ns; ++i) {
@@ -664,17 +707,17 @@ struct Kernel {
     // A block of batch rows at a time, feature by feature (order groups the slices of a feature)
     // within the block: every output float still gets its terms in plan order; a feature's reads
     // follow fid_offset and its embedding rows, and the block's output rows stay in cache.
-    for (int64_t b = r0; b < r1; b += kBlockRows) {
+    for (int64_t b; (b = next->fetch_add(kBlockRows, std::memory_order_relaxed)) < batch;) {
       if (fault.load(std::memory_order_relaxed)) return;  // another thread found bad input
-      const int64_t e = std::min(r1, b + kBlockRows);
+      const int64_t e = std::min(batch, b + kBlockRows);
       for (int32_t i = 0; i < ns;) {
         const int32_t f = outs[i].sl->feature;
         int32_t j = i + 1;
         while (j < ns && outs[j].sl->feature == f) ++j;
         const FeatureRows &fr = prep->features[f];
         if (fr.present && !fr.shared) {
-          const bool ok = unit_stride ? PoolFeature<true>(&outs[i], &outs[j], f, b, e)
-                                      : PoolFeature<false>(&outs[i], &outs[j], f, b, e);
+          const bool ok = unit_stride ? PoolFeature<true>(&outs[i], &outs[j], f, b, e, &rows)
+                                      : PoolFeature<false>(&outs[i], &outs[j], f, b, e, &rows);
           if (!ok) {
             fault.store(true, std::memory_order_relaxed);
             return;
@@ -705,7 +748,7 @@ struct Kernel {
             } else {
               // A shared feature is pooled again for every row: the same floats.
               const int64_t si = slot[sl.feature];
-              PoolOne(sl, dst, shared.begin[si], shared.begin[si + 1], shared_row);
+              PoolOne(sl, dst, shared.rows.data() + shared.begin[si], shared.begin[si + 1] - shared.begin[si]);
             }
           }
         }
@@ -991,7 +1034,8 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
     int32_t n = static_cast<int32_t>(
         std::max<int64_t>(1, std::min<int64_t>(threads, batch / fel::kMinRowsPerThread)));
     k.InitLimits();
-    fel::Run(n, [&](int32_t i) { k.ForwardRows(outputs, batch * i / n, batch * (i + 1) / n); });
+    std::atomic<int64_t> next{0};
+    fel::Run(n, [&](int32_t) { k.ForwardRows(outputs, &next); });
     if (k.fault.load()) {
       // Report the first fault in order, as validation would have.
       if (fel::CheckFeatures(plan, in, p.parts, true, &p.features, err)) return err->code;

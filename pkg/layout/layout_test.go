@@ -261,12 +261,13 @@ func TestReferenceGrad(t *testing.T) {
 func TestRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for version := 1; version <= 4; version++ {
-		for i := range 14 {
+		for i := range 16 {
 			spec := randomSpec{version: version, tables: randint(rng, 1, 3), psNum: randint(rng, 1, 4),
 				features: randint(rng, 2, 10), batch: randint(rng, 0, 40), exampleIn: i%2 == 0, unique: i%3 != 0}
-			if i >= 12 { // large enough for the native kernel to use several threads
+			if i >= 12 { // large enough for the native kernel to use several threads and blocks
 				spec.features, spec.batch = 10, 200
 			}
+			spec.wide = i >= 14
 			t.Run(fmt.Sprintf("v%d_%d", version, i), func(t *testing.T) {
 				c := randomCase(rng, spec)
 				out := checkForward(t, c)

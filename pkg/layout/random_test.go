@@ -30,6 +30,7 @@ type randomSpec struct {
 	batch     int
 	exampleIn bool // Examples (else an ExampleBatch with shared and missing features)
 	unique    bool
+	wide      bool // slices up to 72 floats wide and ADDN/STACK widths up to 20: the kernel's vector paths
 }
 
 // randomCase draws a configuration and a batch for spec.
@@ -37,7 +38,7 @@ func randomCase(rng *rand.Rand, spec randomSpec) *refCase {
 	cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
 	tableDims := make([][]int32, spec.tables) // v1: one row width per table
 	for t := range tableDims {
-		tableDims[t] = randomSliceDims(rng)
+		tableDims[t] = randomSliceDims(rng, spec.wide)
 	}
 	seqLen := randint(rng, 1, 4) // one FIRSTN length, so FIRSTN slices can share CONCAT/STACK layouts
 	type feat struct {
@@ -51,7 +52,7 @@ func randomCase(rng *rand.Rand, spec randomSpec) *refCase {
 		t := rng.IntN(spec.tables)
 		dims := tableDims[t]
 		if spec.version != 1 {
-			dims = randomSliceDims(rng)
+			dims = randomSliceDims(rng, spec.wide)
 		}
 		fc := &examplepb.FeatureConfig{Table: fmt.Sprintf("t%d", t), SliceDims: dims}
 		switch rng.IntN(3) {
@@ -72,6 +73,10 @@ func randomCase(rng *rand.Rand, spec randomSpec) *refCase {
 	randomColumns := func(dims int) (int32, int32) {
 		start := rng.IntN(dims)
 		return int32(start), int32(start + 1 + rng.IntN(dims-start))
+	}
+	maxWidth := 3
+	if spec.wide {
+		maxWidth = 20
 	}
 	// Layouts: NONE (any slices), CONCAT of pooled or of FIRSTN slices, STACK and ADDN of equal
 	// widths.
@@ -115,7 +120,7 @@ func randomCase(rng *rand.Rand, spec randomSpec) *refCase {
 			if seqOnly {
 				outType = examplepb.OutType_STACK
 			}
-			width := randint(rng, 1, 3)
+			width := randint(rng, 1, maxWidth)
 			for range randint(rng, 1, 5) {
 				f := feats[rng.IntN(len(feats))]
 				if f.pooling != examplepb.PoolingType_FIRSTN {
@@ -140,7 +145,7 @@ func randomCase(rng *rand.Rand, spec randomSpec) *refCase {
 			if seqOnly {
 				outType = examplepb.OutType_ADDN
 			}
-			width := randint(rng, 1, 3)
+			width := randint(rng, 1, maxWidth)
 			for range randint(rng, 1, 6) {
 				f := feats[rng.IntN(len(feats))]
 				if f.pooling == examplepb.PoolingType_FIRSTN || f.dims < width {
@@ -268,10 +273,14 @@ func randomCase(rng *rand.Rand, spec randomSpec) *refCase {
 	return c
 }
 
-func randomSliceDims(rng *rand.Rand) []int32 {
+func randomSliceDims(rng *rand.Rand, wide bool) []int32 {
 	dims := make([]int32, randint(rng, 1, 3))
+	maxDim := 6
+	if wide {
+		maxDim = 24
+	}
 	for i := range dims {
-		dims[i] = int32(randint(rng, 1, 6))
+		dims[i] = int32(randint(rng, 1, maxDim))
 	}
 	return dims
 }
