@@ -626,11 +626,6 @@ struct Kernel {
     const int64_t rows_total = in->num_feature_rows;
     float *const *pp = part_ptr.data();
     const int64_t *stride = part_stride.data();
-    auto src = [&](int64_t k) -> const float * {
-      const uint64_t f = fo[k];
-      const int64_t pos = static_cast<int64_t>(f & 0xffffffffu);
-      return pp[f >> 32] + (kUnitStride ? pos : pos * stride[f >> 32]);
-    };
     auto fid_end = [&](int64_t row) -> int64_t {
       return row + 1 < rows_total ? feature_offset[row + 1] : in->num_fids;
     };
@@ -639,8 +634,12 @@ struct Kernel {
     const int64_t *lim = &limits[(nparts + 1) * f];
     const int64_t bytes = width * static_cast<int64_t>(sizeof(float));
     // Every fid is checked when the prefetch reaches it, before any row reads it; a bad part index
-    // prefetches a harmless dummy (part_ptr[nparts]).
-    int64_t ahead = feature_offset[fr.first + b], bad = 0;
+    // prefetches a harmless dummy (part_ptr[nparts]). The prefetch also notes each fid's embedding
+    // row in rows, where the pooling finds it (rows[k - k_begin] for fid k).
+    const int64_t k_begin = feature_offset[fr.first + b];
+    if (static_cast<int64_t>(rows->size()) < k_end - k_begin) rows->resize(k_end - k_begin);
+    const float **at = rows->data();
+    int64_t ahead = k_begin, bad = 0;
     for (int64_t r = b; r < e; ++r) {
       const int64_t row = fr.first + r;
       const int64_t k0 = feature_offset[row], k1 = fid_end(row);
@@ -652,14 +651,13 @@ struct Kernel {
         // Integer arithmetic: the address of a bad fid may be anywhere (prefetches do not fault).
         const uintptr_t p = reinterpret_cast<uintptr_t>(pp[part]) +
                             static_cast<uintptr_t>(kUnitStride ? pos : pos * stride[part]) * sizeof(float);
-        for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(reinterpret_cast<const char *>(p + at));
+        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(reinterpret_cast<const char *>(p + x));
+        at[ahead - k_begin] = reinterpret_cast<const float *>(p);
       }
       if (bad) return false;
-      // The row's embedding rows, found once for all the feature's slices.
-      if (static_cast<int64_t>(rows->size()) < k1 - k0) rows->resize(k1 - k0);
-      const float **at = rows->data();
-      for (int64_t k = k0; k < k1; ++k) at[k - k0] = src(k);
-      for (const SliceOut *s = g; s != g_end; ++s) PoolOne(*s->sl, s->base + (r - b) * s->row_size, at, k1 - k0);
+      for (const SliceOut *s = g; s != g_end; ++s) {
+        PoolOne(*s->sl, s->base + (r - b) * s->row_size, at + (k0 - k_begin), k1 - k0);
+      }
     }
     return true;
   }
