@@ -1,13 +1,10 @@
 package backend
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyjson"
 )
 
 // SavedModel names one sub-graph of an exported model ("entry", "ps_0", ...). It is comparable,
@@ -50,10 +47,10 @@ type SavedModelDeployConfig struct {
 // Serialize returns the bytes the reference stores (dataclasses-json to_json, UTF-8):
 // {"model_base_path": ..., "version_policy": ...}.
 func (c SavedModelDeployConfig) Serialize() []byte {
-	var w objWriter
-	w.optStr("model_base_path", c.ModelBasePath)
-	w.optStr("version_policy", c.VersionPolicy)
-	return w.bytes()
+	var w pyjson.Writer
+	w.OptStr("model_base_path", c.ModelBasePath)
+	w.OptStr("version_policy", c.VersionPolicy)
+	return w.Bytes()
 }
 
 // DeserializeSavedModelDeployConfig reads what Serialize writes. Absent keys stay None, unknown
@@ -61,14 +58,14 @@ func (c SavedModelDeployConfig) Serialize() []byte {
 // error naming the field (the reference would keep it with the wrong type).
 func DeserializeSavedModelDeployConfig(data []byte) (SavedModelDeployConfig, error) {
 	var c SavedModelDeployConfig
-	o, err := parseObject("SavedModelDeployConfig", data)
+	o, err := pyjson.Parse("SavedModelDeployConfig", data)
 	if err != nil {
 		return c, err
 	}
-	if err := o.optStr("model_base_path", &c.ModelBasePath); err != nil {
+	if err := o.OptStr("model_base_path", &c.ModelBasePath); err != nil {
 		return c, err
 	}
-	if err := o.optStr("version_policy", &c.VersionPolicy); err != nil {
+	if err := o.OptStr("version_policy", &c.VersionPolicy); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -87,21 +84,21 @@ type ContainerServiceInfo struct {
 // Serialize returns the bytes the reference stores:
 // {"grpc": ..., "http": ..., "archon": ..., "agent": ..., "idc": ..., "debug_info": ...}.
 func (s ContainerServiceInfo) Serialize() []byte {
-	var w objWriter
-	w.optStr("grpc", s.GRPC)
-	w.optStr("http", s.HTTP)
-	w.optStr("archon", s.Archon)
-	w.optStr("agent", s.Agent)
-	w.optStr("idc", s.IDC)
-	w.optStr("debug_info", s.DebugInfo)
-	return w.bytes()
+	var w pyjson.Writer
+	w.OptStr("grpc", s.GRPC)
+	w.OptStr("http", s.HTTP)
+	w.OptStr("archon", s.Archon)
+	w.OptStr("agent", s.Agent)
+	w.OptStr("idc", s.IDC)
+	w.OptStr("debug_info", s.DebugInfo)
+	return w.Bytes()
 }
 
 // DeserializeContainerServiceInfo reads what Serialize writes, with the rules of
 // DeserializeSavedModelDeployConfig.
 func DeserializeContainerServiceInfo(data []byte) (ContainerServiceInfo, error) {
 	var s ContainerServiceInfo
-	o, err := parseObject("ContainerServiceInfo", data)
+	o, err := pyjson.Parse("ContainerServiceInfo", data)
 	if err != nil {
 		return s, err
 	}
@@ -109,96 +106,9 @@ func DeserializeContainerServiceInfo(data []byte) (ContainerServiceInfo, error) 
 		name string
 		dst  **string
 	}{{"grpc", &s.GRPC}, {"http", &s.HTTP}, {"archon", &s.Archon}, {"agent", &s.Agent}, {"idc", &s.IDC}, {"debug_info", &s.DebugInfo}} {
-		if err := o.optStr(f.name, f.dst); err != nil {
+		if err := o.OptStr(f.name, f.dst); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
-}
-
-// objWriter writes a JSON object as Python's json.dumps does by default: fields in declaration
-// order, ", " and ": " separators, ASCII-only strings, null for None.
-type objWriter struct {
-	b bytes.Buffer
-	n int
-}
-
-func (w *objWriter) optStr(name string, v *string) {
-	if w.n == 0 {
-		w.b.WriteByte('{')
-	} else {
-		w.b.WriteString(", ")
-	}
-	w.n++
-	w.b.WriteString(pyfmt.JSONString(name))
-	w.b.WriteString(": ")
-	if v == nil {
-		w.b.WriteString("null")
-		return
-	}
-	w.b.WriteString(pyfmt.JSONString(*v))
-}
-
-func (w *objWriter) bytes() []byte {
-	if w.n == 0 {
-		return []byte("{}")
-	}
-	w.b.WriteByte('}')
-	return w.b.Bytes()
-}
-
-// object is a decoded JSON object whose fields are read with type checks naming the field.
-type object struct {
-	typ    string
-	fields map[string]json.RawMessage
-}
-
-// parseObject decodes data as one JSON object: invalid UTF-8 or JSON is a Value error (the
-// reference raises UnicodeDecodeError / JSONDecodeError, both ValueErrors), a non-object a Type
-// error.
-func parseObject(typ string, data []byte) (*object, error) {
-	if !utf8.Valid(data) {
-		return nil, errkind.New(errkind.Value, "%s: serialized data is not valid UTF-8", typ)
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&v); err != nil {
-		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, err)
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errkind.New(errkind.Value, "%s: invalid JSON: extra data after the object", typ)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, errkind.New(errkind.Type, "%s: want a JSON object, got %s", typ, shorten(string(bytes.TrimSpace(data))))
-	}
-	o := &object{typ: typ}
-	if err := json.Unmarshal(data, &o.fields); err != nil {
-		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, err)
-	}
-	return o, nil
-}
-
-// optStr reads a string or null into *dst; an absent key leaves *dst as it is.
-func (o *object) optStr(name string, dst **string) error {
-	raw, ok := o.fields[name]
-	if !ok {
-		return nil
-	}
-	if string(bytes.TrimSpace(raw)) == "null" {
-		*dst = nil
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return errkind.New(errkind.Type, "%s.%s: want a string or null, got %s", o.typ, name, shorten(string(raw)))
-	}
-	*dst = &s
-	return nil
-}
-
-func shorten(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyjson"
 )
 
 // ModelState is TF Serving's ModelVersionStatus.State.
@@ -133,14 +134,14 @@ func (m ModelMeta) Path(base string) (string, error) {
 
 // Serialize writes the reference's JSON bytes.
 func (m ModelMeta) Serialize() []byte {
-	var w objWriter
-	w.optStr("model_name", m.ModelName)
-	w.optStr("model_dir", m.ModelDir)
-	w.optStr("ckpt", m.Ckpt)
-	w.int("num_shard", m.NumShard)
-	w.str("action", m.Action)
-	w.ints("spec_replicas", orEmpty(m.SpecReplicas))
-	return w.bytes()
+	var w pyjson.Writer
+	w.OptStr("model_name", m.ModelName)
+	w.OptStr("model_dir", m.ModelDir)
+	w.OptStr("ckpt", m.Ckpt)
+	w.Int("num_shard", m.NumShard)
+	w.Str("action", m.Action)
+	w.Ints("spec_replicas", orEmpty(m.SpecReplicas))
+	return w.Bytes()
 }
 
 func orEmpty(v []int) []int {
@@ -153,12 +154,12 @@ func orEmpty(v []int) []int {
 // DeserializeModelMeta reads a serialized ModelMeta.
 func DeserializeModelMeta(b []byte) (ModelMeta, error) {
 	m := NewModelMeta()
-	o, err := parseObject("ModelMeta", b)
+	o, err := pyjson.Parse("ModelMeta", b)
 	if err != nil {
 		return m, err
 	}
-	err = firstErr(o.optStr("model_name", &m.ModelName), o.optStr("model_dir", &m.ModelDir), o.optStr("ckpt", &m.Ckpt),
-		o.int("num_shard", &m.NumShard), o.str("action", &m.Action), o.ints("spec_replicas", &m.SpecReplicas))
+	err = firstErr(o.OptStr("model_name", &m.ModelName), o.OptStr("model_dir", &m.ModelDir), o.OptStr("ckpt", &m.Ckpt),
+		o.Int("num_shard", &m.NumShard), o.Str("action", &m.Action), o.Ints("spec_replicas", &m.SpecReplicas))
 	return m, err
 }
 
@@ -183,26 +184,26 @@ func (r ResourceSpec) Path(base string) string {
 
 // Serialize writes the reference's JSON bytes (floats always with a fraction).
 func (r ResourceSpec) Serialize() []byte {
-	var w objWriter
-	w.optStr("address", r.Address)
-	w.optInt("shard_id", r.ShardID)
-	w.optInt("replica_id", r.ReplicaID)
-	w.optInt("memory", r.Memory)
-	w.float("cpu", r.CPU)
-	w.float("network", r.Network)
-	w.float("work_load", r.WorkLoad)
-	return w.bytes()
+	var w pyjson.Writer
+	w.OptStr("address", r.Address)
+	w.OptInt("shard_id", r.ShardID)
+	w.OptInt("replica_id", r.ReplicaID)
+	w.OptInt("memory", r.Memory)
+	w.Float("cpu", r.CPU)
+	w.Float("network", r.Network)
+	w.Float("work_load", r.WorkLoad)
+	return w.Bytes()
 }
 
 // DeserializeResourceSpec reads a serialized ResourceSpec.
 func DeserializeResourceSpec(b []byte) (ResourceSpec, error) {
 	r := NewResourceSpec()
-	o, err := parseObject("ResourceSpec", b)
+	o, err := pyjson.Parse("ResourceSpec", b)
 	if err != nil {
 		return r, err
 	}
-	err = firstErr(o.optStr("address", &r.Address), o.optInt("shard_id", &r.ShardID), o.optInt("replica_id", &r.ReplicaID),
-		o.optInt("memory", &r.Memory), o.float("cpu", &r.CPU), o.float("network", &r.Network), o.float("work_load", &r.WorkLoad))
+	err = firstErr(o.OptStr("address", &r.Address), o.OptInt("shard_id", &r.ShardID), o.OptInt("replica_id", &r.ReplicaID),
+		o.OptInt("memory", &r.Memory), o.Float("cpu", &r.CPU), o.Float("network", &r.Network), o.Float("work_load", &r.WorkLoad))
 	return r, err
 }
 
@@ -236,37 +237,37 @@ func (p PublishMeta) Path(base string) string {
 
 // Serialize writes the reference's JSON bytes.
 func (p PublishMeta) Serialize() []byte {
-	var w objWriter
-	w.optInt("shard_id", p.ShardID)
-	w.int("replica_id", p.ReplicaID)
-	w.optStr("model_name", p.ModelName)
-	w.optInt("num_ps", p.NumPS)
-	w.int("total_publish_num", p.TotalPublishNum)
+	var w pyjson.Writer
+	w.OptInt("shard_id", p.ShardID)
+	w.Int("replica_id", p.ReplicaID)
+	w.OptStr("model_name", p.ModelName)
+	w.OptInt("num_ps", p.NumPS)
+	w.Int("total_publish_num", p.TotalPublishNum)
 	if p.SubModels == nil {
-		w.raw("sub_models", "null")
+		w.Raw("sub_models", "null")
 	} else {
-		var sw objWriter
+		var sw pyjson.Writer
 		for _, s := range p.SubModels {
-			sw.str(s.Name, s.Path)
+			sw.Str(s.Name, s.Path)
 		}
-		w.raw("sub_models", string(sw.bytes()))
+		w.Raw("sub_models", string(sw.Bytes()))
 	}
-	w.int("ptype", int(p.PType))
-	w.bool("is_spec", p.IsSpec)
-	return w.bytes()
+	w.Int("ptype", int(p.PType))
+	w.Bool("is_spec", p.IsSpec)
+	return w.Bytes()
 }
 
 // DeserializePublishMeta reads a serialized PublishMeta.
 func DeserializePublishMeta(b []byte) (PublishMeta, error) {
 	p := NewPublishMeta()
-	o, err := parseObject("PublishMeta", b)
+	o, err := pyjson.Parse("PublishMeta", b)
 	if err != nil {
 		return p, err
 	}
 	ptype := int(p.PType)
-	err = firstErr(o.optInt("shard_id", &p.ShardID), o.int("replica_id", &p.ReplicaID), o.optStr("model_name", &p.ModelName),
-		o.optInt("num_ps", &p.NumPS), o.int("total_publish_num", &p.TotalPublishNum), o.subModels(&p.SubModels),
-		o.int("ptype", &ptype), o.bool("is_spec", &p.IsSpec))
+	err = firstErr(o.OptInt("shard_id", &p.ShardID), o.Int("replica_id", &p.ReplicaID), o.OptStr("model_name", &p.ModelName),
+		o.OptInt("num_ps", &p.NumPS), o.Int("total_publish_num", &p.TotalPublishNum), subModels(o, &p.SubModels),
+		o.Int("ptype", &ptype), o.Bool("is_spec", &p.IsSpec))
 	if err != nil {
 		return p, err
 	}
@@ -275,30 +276,30 @@ func DeserializePublishMeta(b []byte) (PublishMeta, error) {
 }
 
 // subModels reads sub_models keeping the key order of the serialized object.
-func (o *object) subModels(dst *[]SubModel) error {
-	raw, ok := o.fields["sub_models"]
+func subModels(o *pyjson.Object, dst *[]SubModel) error {
+	raw, ok := o.Field("sub_models")
 	if !ok {
 		return nil
 	}
-	if isNull(raw) {
+	if pyjson.IsNull(raw) {
 		*dst = nil
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return o.typeErr("sub_models", "an object of strings or null", raw)
+		return o.TypeErr("sub_models", "an object of strings or null", raw)
 	}
 	out := []SubModel{}
 	index := map[string]int{}
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return o.typeErr("sub_models", "an object of strings", raw)
+			return o.TypeErr("sub_models", "an object of strings", raw)
 		}
 		key, _ := kt.(string)
 		var v string
 		if err := dec.Decode(&v); err != nil {
-			return errkind.New(errkind.Type, "%s.sub_models[%q]: want a string", o.typ, key)
+			return errkind.New(errkind.Type, "PublishMeta.sub_models[%q]: want a string", key)
 		}
 		if i, dup := index[key]; dup {
 			out[i].Path = v // a repeated key keeps its first position and its last value, as in Python
@@ -329,31 +330,31 @@ func NewReplicaMeta() ReplicaMeta { return ReplicaMeta{Stat: StateUnknown, Task:
 
 // Serialize writes the reference's JSON bytes.
 func (r ReplicaMeta) Serialize() []byte {
-	var w objWriter
-	w.optStr("address", r.Address)
-	w.optStr("address_ipv6", r.AddressIPv6)
-	w.int("stat", int(r.Stat))
-	w.optStr("model_name", r.ModelName)
-	w.optStr("server_type", r.ServerType)
-	w.int("task", r.Task)
-	w.int("replica", r.Replica)
-	w.optStr("archon_address", r.ArchonAddress)
-	w.optStr("archon_address_ipv6", r.ArchonAddressIPv6)
-	return w.bytes()
+	var w pyjson.Writer
+	w.OptStr("address", r.Address)
+	w.OptStr("address_ipv6", r.AddressIPv6)
+	w.Int("stat", int(r.Stat))
+	w.OptStr("model_name", r.ModelName)
+	w.OptStr("server_type", r.ServerType)
+	w.Int("task", r.Task)
+	w.Int("replica", r.Replica)
+	w.OptStr("archon_address", r.ArchonAddress)
+	w.OptStr("archon_address_ipv6", r.ArchonAddressIPv6)
+	return w.Bytes()
 }
 
 // DeserializeReplicaMeta reads a serialized ReplicaMeta.
 func DeserializeReplicaMeta(b []byte) (ReplicaMeta, error) {
 	r := NewReplicaMeta()
-	o, err := parseObject("ReplicaMeta", b)
+	o, err := pyjson.Parse("ReplicaMeta", b)
 	if err != nil {
 		return r, err
 	}
 	stat := int(r.Stat)
-	err = firstErr(o.optStr("address", &r.Address), o.optStr("address_ipv6", &r.AddressIPv6), o.int("stat", &stat),
-		o.optStr("model_name", &r.ModelName), o.optStr("server_type", &r.ServerType), o.int("task", &r.Task),
-		o.int("replica", &r.Replica), o.optStr("archon_address", &r.ArchonAddress),
-		o.optStr("archon_address_ipv6", &r.ArchonAddressIPv6))
+	err = firstErr(o.OptStr("address", &r.Address), o.OptStr("address_ipv6", &r.AddressIPv6), o.Int("stat", &stat),
+		o.OptStr("model_name", &r.ModelName), o.OptStr("server_type", &r.ServerType), o.Int("task", &r.Task),
+		o.Int("replica", &r.Replica), o.OptStr("archon_address", &r.ArchonAddress),
+		o.OptStr("archon_address_ipv6", &r.ArchonAddressIPv6))
 	r.Stat = ModelState(stat)
 	return r, err
 }
@@ -412,28 +413,28 @@ func NewEvent() Event { return Event{Data: []byte{}, EType: EventUnknown} }
 
 // Serialize writes the reference's JSON bytes (data as a list of byte values).
 func (e Event) Serialize() []byte {
-	var w objWriter
-	w.optStr("path", e.Path)
+	var w pyjson.Writer
+	w.OptStr("path", e.Path)
 	ints := make([]int, len(e.Data))
 	for i, c := range e.Data {
 		ints[i] = int(c)
 	}
-	w.ints("data", ints)
-	w.int("etype", int(e.EType))
-	return w.bytes()
+	w.Ints("data", ints)
+	w.Int("etype", int(e.EType))
+	return w.Bytes()
 }
 
 // DeserializeEvent reads a serialized Event. Unlike the reference, which cannot decode its own
 // bytes field, data is read back from the list of byte values.
 func DeserializeEvent(b []byte) (Event, error) {
 	e := NewEvent()
-	o, err := parseObject("Event", b)
+	o, err := pyjson.Parse("Event", b)
 	if err != nil {
 		return e, err
 	}
 	var data []int
 	etype := int(e.EType)
-	if err := firstErr(o.optStr("path", &e.Path), o.ints("data", &data), o.int("etype", &etype)); err != nil {
+	if err := firstErr(o.OptStr("path", &e.Path), o.Ints("data", &data), o.Int("etype", &etype)); err != nil {
 		return e, err
 	}
 	if data != nil {
@@ -447,4 +448,14 @@ func DeserializeEvent(b []byte) (Event, error) {
 	}
 	e.EType, err = ParseEventType(etype)
 	return e, err
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
 }
