@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -52,60 +52,24 @@ type fixture struct {
 // refCase is one command line of testdata/cases.json with what the reference did
 // (testdata/reference.json).
 type refCase struct {
-	Name   string   `json:"name"`
+	refcases.Case
 	Args   []string `json:"args"`
 	Conf   string   `json:"conf"`
 	Delete []string `json:"delete"`
 	Tree   bool     `json:"tree"`
-
-	Exit      int               `json:"-"`
-	Stdout    string            `json:"-"`
-	TreeAfter map[string]string `json:"-"`
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 }
 
 func loadFixture(t *testing.T) fixture {
 	t.Helper()
 	var f fixture
-	readJSON(t, filepath.Join("testdata", "fixture.json"), &f)
+	refcases.ReadJSON(t, filepath.Join("testdata", "fixture.json"), &f)
 	return f
 }
 
 // loadCases joins cases.json with reference.json.
 func loadCases(t *testing.T) []refCase {
 	t.Helper()
-	var cases struct {
-		Cases []refCase `json:"cases"`
-	}
-	readJSON(t, filepath.Join("testdata", "cases.json"), &cases)
-	var recs []struct {
-		Name   string            `json:"name"`
-		Exit   int               `json:"exit"`
-		Stdout string            `json:"stdout"`
-		Tree   map[string]string `json:"tree"`
-	}
-	readJSON(t, filepath.Join("testdata", "reference.json"), &recs)
-	if len(recs) != len(cases.Cases) {
-		t.Fatalf("reference.json has %d records for %d cases: record it again (testdata/README.md)", len(recs), len(cases.Cases))
-	}
-	for i := range cases.Cases {
-		c := &cases.Cases[i]
-		if recs[i].Name != c.Name {
-			t.Fatalf("reference.json record %d is %q, cases.json says %q", i, recs[i].Name, c.Name)
-		}
-		c.Exit, c.Stdout, c.TreeAfter = recs[i].Exit, recs[i].Stdout, recs[i].Tree
-	}
-	return cases.Cases
+	return refcases.Load[refCase](t, "testdata", "testdata/README.md")
 }
 
 // writeExport creates the fixture's files (each of its size) under a new directory.

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -54,52 +54,16 @@ type fixture struct {
 // step is one command line of testdata/cases.json with what the reference did
 // (testdata/reference.json).
 type step struct {
-	Name string   `json:"name"`
+	refcases.Case
 	Args []string `json:"args"`
 	Tree bool     `json:"tree"`
-
-	Exit      int
-	Stdout    string
-	TreeAfter map[string]string
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 }
 
 func loadScenario(t *testing.T) (fixture, []step) {
 	t.Helper()
 	var f fixture
-	readJSON(t, filepath.Join("testdata", "fixture.json"), &f)
-	var cases struct {
-		Cases []step `json:"cases"`
-	}
-	readJSON(t, filepath.Join("testdata", "cases.json"), &cases)
-	var recs []struct {
-		Name   string            `json:"name"`
-		Exit   int               `json:"exit"`
-		Stdout string            `json:"stdout"`
-		Tree   map[string]string `json:"tree"`
-	}
-	readJSON(t, filepath.Join("testdata", "reference.json"), &recs)
-	if len(recs) != len(cases.Cases) {
-		t.Fatalf("reference.json has %d records for %d steps: record it again (../agent_client/testdata/README.md)", len(recs), len(cases.Cases))
-	}
-	for i := range cases.Cases {
-		s := &cases.Cases[i]
-		if recs[i].Name != s.Name {
-			t.Fatalf("reference.json record %d is %q, cases.json says %q", i, recs[i].Name, s.Name)
-		}
-		s.Exit, s.Stdout, s.TreeAfter = recs[i].Exit, recs[i].Stdout, recs[i].Tree
-	}
-	return f, cases.Cases
+	refcases.ReadJSON(t, filepath.Join("testdata", "fixture.json"), &f)
+	return f, refcases.Load[step](t, "testdata", "../agent_client/testdata/README.md")
 }
 
 // writeExport builds the export the reference declared: {sub_graph}/{version}/saved_model.pb,
