@@ -664,11 +664,9 @@ struct Kernel {
 
   // ForwardRows runs blocks of batch rows [b, b + kBlockRows) for b taken from next, until the
   // batch is done: threads take blocks as they come free, so one that another process delays
-  // holds up the pass by a block at most, not by half the batch.
+  // holds up the pass by a block at most, not by half the batch. The batch is not empty.
   void ForwardRows(float *const *outputs, std::atomic<int64_t> *next) const {
     const int64_t batch = in->batch_size;
-    // An empty batch has nothing to write, and its shared features' rows were not checked.
-    if (batch == 0) return;
     const int32_t ns = pl->num_slices;
     const SharedRows shared = DecodeShared();
     // The pooled value of a shared feature in an ADDN layout, computed once per thread.
@@ -695,7 +693,7 @@ struct Kernel {
     bool unit_stride = true;
     for (const Part &pt : prep->parts) unit_stride = unit_stride && pt.stride == 1;
     std::vector<SliceOut> outs(ns);
-    std::vector<const float *> rows(64);
+    std::vector<const float *> rows;  // PoolFeature: the embedding rows of its fids
     std::vector<std::vector<float>> stage(pl->num_outputs);
     for (int32_t o = 0; o < pl->num_outputs; ++o) stage[o].resize(kBlockRows * pl->output_row_size[o]);
     for (int32_t i = 0; i < ns; ++i) {
@@ -1025,10 +1023,12 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
                           output_sizes, num_outputs, err)) {
       return err->code;
     }
+    const int64_t batch = in->batch_size;
+    // An empty batch has no output floats, and the rows of its shared features were not checked.
+    if (batch == 0) return FEL_OK;
     fel::Kernel k{plan, in, &p};
     fel::ResolveParts(p, in->embeddings, &k.part_ptr, &k.part_stride);
     k.Init();
-    const int64_t batch = in->batch_size;
     int32_t n = static_cast<int32_t>(
         std::max<int64_t>(1, std::min<int64_t>(threads, batch / fel::kMinRowsPerThread)));
     k.InitLimits();
