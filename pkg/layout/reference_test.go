@@ -100,28 +100,19 @@ type refCase struct {
 	gradRowDims [][]int
 }
 
-// mainCase ports FusedEmbeddingToLayoutTest.test_fused_embedding_to_layout (ExampleBatch with
-// shared features; table_one SUM and FIRSTN, table_two MEAN; layouts bias ADDN, vec CONCAT, ffm1
-// STACK, ffm2 NONE, firstN NONE with sequences). shardVersion 0 builds the v2 offsets by hand as
-// the reference does; 2-4 run sharding_sparse_fids.
-func mainCase(seed uint64, shardVersion, opVersion, parallel int) *refCase {
-	rng := rand.New(rand.NewPCG(seed, 2))
-	const (
-		batch     = 256
-		numPS     = 5
-		slotCount = 200
-		maxSeqLen = 3
-		split0    = 50
-		split1    = 100
-	)
+// refConfigs builds the feature configs both reference tests share: slots [1, split0) table_one
+// SUM, [split0, split1) table_two MEAN, [split1, slots) table_one FIRSTN of maxSeqLen; layouts
+// bias (ADDN), vec (CONCAT), ffm1 (STACK), ffm2 (NONE) of the pooled slots and firstN (NONE) of
+// the sequences, whose slices start at column firstNStart (the two tests differ there).
+func refConfigs(slots, split0, split1, maxSeqLen int, firstNStart int32, name func(slot int) string) *examplepb.FeatureConfigs {
 	cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
 	bias, vec, ffm1, ffm2, firstN := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
-	for slot := 1; slot < slotCount; slot++ {
-		name := fmt.Sprintf("fc_slot_%d", slot)
+	for slot := 1; slot < slots; slot++ {
+		name := name(slot)
 		fc := &examplepb.FeatureConfig{}
 		if slot >= split1 {
-			fc.Table, fc.SliceDims, fc.MaxSequenceLength, fc.PoolingType = "table_one", []int32{1, 4, 16}, maxSeqLen, examplepb.PoolingType_FIRSTN
-			addSlice(firstN, name, 1, 21)
+			fc.Table, fc.SliceDims, fc.MaxSequenceLength, fc.PoolingType = "table_one", []int32{1, 4, 16}, int32(maxSeqLen), examplepb.PoolingType_FIRSTN
+			addSlice(firstN, name, firstNStart, 21)
 		} else {
 			if slot < split0 {
 				fc.Table, fc.SliceDims, fc.PoolingType = "table_one", []int32{1, 4, 8}, examplepb.PoolingType_SUM
@@ -140,6 +131,24 @@ func mainCase(seed uint64, shardVersion, opVersion, parallel int) *refCase {
 	cfgs.OutConfigs["ffm1"] = mustInferShape(ffm1, examplepb.OutType_STACK, 0)
 	cfgs.OutConfigs["ffm2"] = mustInferShape(ffm2, examplepb.OutType_NONE, 0)
 	cfgs.OutConfigs["firstN"] = mustInferShape(firstN, examplepb.OutType_NONE, maxSeqLen)
+	return cfgs
+}
+
+// mainCase ports FusedEmbeddingToLayoutTest.test_fused_embedding_to_layout (ExampleBatch with
+// shared features; table_one SUM and FIRSTN, table_two MEAN; layouts bias ADDN, vec CONCAT, ffm1
+// STACK, ffm2 NONE, firstN NONE with sequences). shardVersion 0 builds the v2 offsets by hand as
+// the reference does; 2-4 run sharding_sparse_fids.
+func mainCase(seed uint64, shardVersion, opVersion, parallel int) *refCase {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	const (
+		batch     = 256
+		numPS     = 5
+		slotCount = 200
+		maxSeqLen = 3
+		split0    = 50
+		split1    = 100
+	)
+	cfgs := refConfigs(slotCount, split0, split1, maxSeqLen, 1, func(slot int) string { return fmt.Sprintf("fc_slot_%d", slot) })
 	featureCfg, featureNames, tableNames := getFeatureCfg(cfgs, numPS)
 
 	var fidOffset []uint64
@@ -253,32 +262,7 @@ func gradCase(seed uint64, shardVersion, opVersion, parallel int) *refCase {
 		split0    = 10
 		split1    = 20
 	)
-	cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
-	bias, vec, ffm1, ffm2, firstN := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
-	for slot := 1; slot < slotNum; slot++ {
-		name := "fc_slot_" + alphabetName[slot-1]
-		fc := &examplepb.FeatureConfig{}
-		if slot >= split1 {
-			fc.Table, fc.SliceDims, fc.MaxSequenceLength, fc.PoolingType = "table_one", []int32{1, 4, 16}, maxSeqLen, examplepb.PoolingType_FIRSTN
-			addSlice(firstN, name, 0, 21)
-		} else {
-			if slot < split0 {
-				fc.Table, fc.SliceDims, fc.PoolingType = "table_one", []int32{1, 4, 8}, examplepb.PoolingType_SUM
-				addSlice(ffm1, name, 5, 13)
-			} else {
-				fc.Table, fc.SliceDims, fc.PoolingType = "table_two", []int32{1, 4, 16}, examplepb.PoolingType_MEAN
-				addSlice(ffm2, name, 5, 21)
-			}
-			addSlice(bias, name, 0, 1)
-			addSlice(vec, name, 1, 5)
-		}
-		cfgs.FeatureConfigs[name] = fc
-	}
-	cfgs.OutConfigs["bias"] = mustInferShape(bias, examplepb.OutType_ADDN, 0)
-	cfgs.OutConfigs["vec"] = mustInferShape(vec, examplepb.OutType_CONCAT, 0)
-	cfgs.OutConfigs["ffm1"] = mustInferShape(ffm1, examplepb.OutType_STACK, 0)
-	cfgs.OutConfigs["ffm2"] = mustInferShape(ffm2, examplepb.OutType_NONE, 0)
-	cfgs.OutConfigs["firstN"] = mustInferShape(firstN, examplepb.OutType_NONE, maxSeqLen)
+	cfgs := refConfigs(slotNum, split0, split1, maxSeqLen, 0, func(slot int) string { return "fc_slot_" + alphabetName[slot-1] })
 	featureCfg, _, tableNames := getFeatureCfg(cfgs, numPS)
 
 	slot2fid := map[int][]uint64{}
