@@ -60,11 +60,7 @@ type dialFunc func(ctx context.Context, servers string, log *slog.Logger) (zk.Cl
 
 // dialZK connects to a real ensemble.
 func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, error) {
-	c, err := zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: log})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agentconf.LookupEnv, dial dialFunc) int {

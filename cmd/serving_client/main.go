@@ -37,11 +37,7 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 	if log.Enabled(ctx, slog.LevelDebug) {
 		quiet = log
 	}
-	c, err := zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: quiet})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return zkreal.ConnectHosts(ctx, servers, zkreal.Options{Logger: quiet})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dialFunc) int {

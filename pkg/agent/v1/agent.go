@@ -334,9 +334,5 @@ func dialZK(ctx context.Context, conf *agentconf.AgentConfig, timeout time.Durat
 	if conf.ZKServers == nil || strings.TrimSpace(*conf.ZKServers) == "" {
 		return nil, errkind.New(errkind.Value, "zk_servers is not set")
 	}
-	c, err := zkreal.ConnectHosts(ctx, *conf.ZKServers, zkreal.Options{SessionTimeout: timeout, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return zkreal.ConnectHosts(ctx, *conf.ZKServers, zkreal.Options{SessionTimeout: timeout, Logger: log})
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/zk"
 )
 
 // ParseHosts splits kazoo's hosts string "host:port,host:port/chroot" (agent.conf's zk_servers)
@@ -28,12 +29,17 @@ func ParseHosts(s string) (servers []string, chroot string, err error) {
 }
 
 // ConnectHosts is Connect for kazoo's hosts string: opts.Servers and opts.Chroot come from hosts
-// (ParseHosts), the other options are kept.
-func ConnectHosts(ctx context.Context, hosts string, opts Options) (*Client, error) {
+// (ParseHosts), the other options are kept. It returns the zk.Client interface, as its callers
+// want, and a nil interface (not a nil *Client) on error.
+func ConnectHosts(ctx context.Context, hosts string, opts Options) (zk.Client, error) {
 	servers, chroot, err := ParseHosts(hosts)
 	if err != nil {
 		return nil, err
 	}
 	opts.Servers, opts.Chroot = servers, chroot
-	return Connect(ctx, opts)
+	c, err := Connect(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
