@@ -163,17 +163,26 @@ func scalarReduction(name string) (tensor.Reduction, bool) {
 	return 0, false
 }
 
-// call is _host_call: per-step tensors.
-func (f *HostCallFn) call(args []tensor.Tensor) ([]Summary, error) {
+// decompress unpacks the host call's arguments (DecompressTensors) into the global step, which
+// starts the summaries, and the tensors with their names (ts[0] is the step itself).
+func (f *HostCallFn) decompress(args []tensor.Tensor) (*summaries, []tensor.Tensor, []string, error) {
 	gs, ts, err := f.h.DecompressTensors(args)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	names := f.h.Names()
 	if len(ts) > len(names) {
-		return nil, errkind.New(errkind.Value, "host call: %d tensors for %d names", len(ts), len(names))
+		return nil, nil, nil, errkind.New(errkind.Value, "host call: %d tensors for %d names", len(ts), len(names))
 	}
-	s := &summaries{step: gs}
+	return &summaries{step: gs}, ts, names, nil
+}
+
+// call is _host_call: per-step tensors.
+func (f *HostCallFn) call(args []tensor.Tensor) ([]Summary, error) {
+	s, ts, names, err := f.decompress(args)
+	if err != nil {
+		return nil, err
+	}
 	var in writeInputs
 	for i, t := range ts {
 		if i == 0 {
@@ -210,15 +219,10 @@ func (f *HostCallFn) call(args []tensor.Tensor) ([]Summary, error) {
 
 // callWithTPUVars is _host_call_with_tpu: the tensors are the replicas' caching variables.
 func (f *HostCallFn) callWithTPUVars(args []tensor.Tensor) ([]Summary, error) {
-	gs, ts, err := f.h.DecompressTensors(args)
+	s, ts, names, err := f.decompress(args)
 	if err != nil {
 		return nil, err
 	}
-	names := f.h.Names()
-	if len(ts) > len(names) {
-		return nil, errkind.New(errkind.Value, "host call: %d tensors for %d names", len(ts), len(names))
-	}
-	s := &summaries{step: gs}
 	vars := map[string]tensor.Tensor{}
 	var stopSum *int32
 	for i, t := range ts {
