@@ -14,7 +14,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/replica"
-	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zkmirror"
 )
@@ -58,18 +57,8 @@ func v1(c *harness.Ctx, in harness.Input) (any, error) {
 	writer, client := srv.Client(), srv.Client()
 	defer writer.Close()
 	defer client.Close()
-	for i, s := range seed {
-		var path string
-		if err := json.Unmarshal(s[0], &path); err != nil {
-			return nil, &harness.InputError{Key: fmt.Sprintf("seed[%d]", i), Msg: err.Error()}
-		}
-		meta, err := datadef.DeserializeReplicaMeta(s[1])
-		if err != nil {
-			return nil, &harness.InputError{Key: fmt.Sprintf("seed[%d]", i), Msg: err.Error()}
-		}
-		if _, err := writer.Create(ctx, path, meta.Serialize(), zk.CreateOptions{MakePath: true}); err != nil {
-			return nil, fmt.Errorf("seed %s: %w", path, err)
-		}
+	if err := utils.SeedReplicas(ctx, writer, seed); err != nil {
+		return nil, err
 	}
 	w, err := replica.NewWatcher(client, conf, replica.WatcherOptions{
 		Env: agentconf.MapEnv(c.Env), PollInterval: -1, Logger: quiet})

@@ -165,18 +165,8 @@ func watch(c *harness.Ctx, in harness.Input) (any, error) {
 	writer, client := srv.Client(), srv.Client()
 	defer writer.Close()
 	defer client.Close()
-	for i, s := range seed {
-		var path string
-		if err := json.Unmarshal(s[0], &path); err != nil {
-			return nil, &harness.InputError{Key: fmt.Sprintf("seed[%d]", i), Msg: err.Error()}
-		}
-		meta, err := datadef.DeserializeReplicaMeta(s[1])
-		if err != nil {
-			return nil, &harness.InputError{Key: fmt.Sprintf("seed[%d]", i), Msg: err.Error()}
-		}
-		if _, err := writer.Create(ctx, path, meta.Serialize(), zk.CreateOptions{MakePath: true}); err != nil {
-			return nil, err
-		}
+	if err := utils.SeedReplicas(ctx, writer, seed); err != nil {
+		return nil, err
 	}
 
 	w, err := replica.NewWatcher(client, conf, replica.WatcherOptions{
