@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,30 +117,6 @@ func resetTree(t *testing.T, c zk.Client, f fixture, deleted []string) {
 	}
 }
 
-// dumpTree maps every node under root (root included) to its data.
-func dumpTree(t *testing.T, c zk.Client, root string) map[string]string {
-	t.Helper()
-	ctx := tctx(t)
-	out := map[string]string{}
-	var walk func(p string)
-	walk = func(p string) {
-		data, _, err := c.Get(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[p] = string(data)
-		kids, err := c.Children(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range kids {
-			walk(p + "/" + k)
-		}
-	}
-	walk(root)
-	return out
-}
-
 // startAgent serves the AgentService in-process over real gRPC, answering (agent v2) from a
 // ZooKeeper mirror of /{bzid}/service on c; it returns the port.
 func startAgent(t *testing.T, c zk.Client, bzid string) int {
@@ -167,34 +141,4 @@ func startAgent(t *testing.T, c zk.Client, bzid string) int {
 		m.Stop()
 	})
 	return srv.Port()
-}
-
-// diffTrees describes how got differs from want.
-func diffTrees(got, want map[string]string) string {
-	var b strings.Builder
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range want {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
-		g, gok := got[k]
-		w, wok := want[k]
-		switch {
-		case !gok:
-			b.WriteString("missing " + k + " = " + strconv.Quote(w) + "\n")
-		case !wok:
-			b.WriteString("extra " + k + " = " + strconv.Quote(g) + "\n")
-		case g != w:
-			b.WriteString(k + ": got " + strconv.Quote(g) + ", want " + strconv.Quote(w) + "\n")
-		}
-	}
-	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
@@ -73,7 +74,7 @@ func replay(t *testing.T, w world) {
 				t.Errorf("output differs from the reference's\ngot:\n%s\nwant:\n%s", got, c.Stdout)
 			}
 			if c.Tree {
-				if d := diffTrees(dumpTree(t, w.admin, "/"+f.Bzid), c.TreeAfter); d != "" {
+				if d := refcases.DiffTrees(refcases.DumpTrees(tctx(t), t, w.admin, "/"+f.Bzid), c.TreeAfter); d != "" {
 					t.Errorf("ZooKeeper tree differs from the reference's:\n%s", d)
 				}
 			}
@@ -305,7 +306,7 @@ func TestCommands(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", stderr.String(), tc.wantStderr)
 			}
 			if tc.wantTree != nil {
-				tc.wantTree(t, dumpTree(t, admin, "/gip"))
+				tc.wantTree(t, refcases.DumpTrees(tctx(t), t, admin, "/gip"))
 			}
 		})
 	}

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,64 +101,6 @@ func seed(t *testing.T, c zk.Client, f fixture) {
 	}
 }
 
-// dumpTrees maps every node under the roots (roots included, when they exist) to its data.
-func dumpTrees(t *testing.T, c zk.Client, roots []string) map[string]string {
-	t.Helper()
-	ctx := tctx(t)
-	out := map[string]string{}
-	var walk func(p string)
-	walk = func(p string) {
-		data, _, err := c.Get(ctx, p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[p] = string(data)
-		kids, err := c.Children(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range kids {
-			walk(p + "/" + k)
-		}
-	}
-	for _, r := range roots {
-		walk(r)
-	}
-	return out
-}
-
-func diffTrees(got, want map[string]string) string {
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range want {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	var b strings.Builder
-	for _, k := range sorted {
-		g, gok := got[k]
-		w, wok := want[k]
-		switch {
-		case !gok:
-			b.WriteString("missing " + k + " = " + strconv.Quote(w) + "\n")
-		case !wok:
-			b.WriteString("extra " + k + " = " + strconv.Quote(g) + "\n")
-		case g != w:
-			b.WriteString(k + ": got " + strconv.Quote(g) + ", want " + strconv.Quote(w) + "\n")
-		}
-	}
-	return b.String()
-}
-
 // replay runs the scenario's steps in order, comparing each with what the reference did.
 func replay(t *testing.T, zkServers string, admin zk.Client, dial dialFunc) {
 	f, steps := loadScenario(t)
@@ -182,10 +122,10 @@ func replay(t *testing.T, zkServers string, admin zk.Client, dial dialFunc) {
 			}
 			if s.Tree {
 				got := map[string]string{}
-				for k, v := range dumpTrees(t, admin, f.Roots) {
+				for k, v := range refcases.DumpTrees(tctx(t), t, admin, f.Roots...) {
 					got[k] = strings.ReplaceAll(v, export, "{export}")
 				}
-				if d := diffTrees(got, s.TreeAfter); d != "" {
+				if d := refcases.DiffTrees(got, s.TreeAfter); d != "" {
 					t.Errorf("ZooKeeper trees differ from the reference's:\n%s", d)
 				}
 			}
