@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <chrono>
+
 #define __global__
 #define __device__
 #define __host__
@@ -23,8 +25,50 @@ struct dim3 {
 static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
-enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNoDevice = 100 };
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+
+// One emulated device.
+inline cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline const char *cudaGetErrorName(cudaError_t rc) {
+  switch (rc) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  }
+  return "cudaErrorUnknown";
+}
+inline const char *cudaGetErrorString(cudaError_t rc) {
+  switch (rc) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  }
+  return "unknown error";
+}
+
+// Events are host clock readings: emulated launches run to completion before they return.
+typedef std::chrono::steady_clock::time_point *cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = new std::chrono::steady_clock::time_point();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e) {
+  *e = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop) {
+  *ms = std::chrono::duration<float, std::milli>(*stop - *start).count();
+  return cudaSuccess;
+}
 
 inline cudaError_t cudaMalloc(void **p, size_t n) {
   *p = malloc(n ? n : 1);

@@ -4,10 +4,11 @@
 
 // CUDA kernel of the fused embedding-to-layout op (see layout.h for the contract).
 //
-// Built only where a CUDA toolchain exists (build_cuda.sh, or Bazel with --define cuda=1); it has
-// not been compiled with nvcc nor run on a GPU in this repository's CI. With -DFEL_CUDA_EMULATION
-// it compiles as plain C++ and runs its kernels on the CPU (cuda_emulation.h), which is how
-// layout_cuda_emu_test checks its logic against the CPU kernel.
+// Built only where a CUDA toolchain exists (build_cuda.sh; Bazel finds nvcc itself, see
+// tools/bazel/cuda.bzl). Compiled with nvcc 11.8 (Debian's nvidia-cuda-toolkit) for sm_70, sm_80
+// and sm_90, and linked; not yet run on a GPU. With -DFEL_CUDA_EMULATION it compiles as plain C++
+// and runs its kernels on the CPU (cuda_emulation.h), which is how layout_cuda_emu_test checks its
+// logic against the CPU kernel.
 //
 // Inputs are validated on the host with the CPU kernel's checks (fel::Prepare) before anything is
 // copied, so the kernels index only validated offsets. Forward: one warp per (group, batch row),
@@ -24,6 +25,8 @@
 #endif
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <new>
 #include <vector>
@@ -218,16 +221,31 @@ void Stage(const fel_plan *plan, const fel_input *in, const Prepared &p, const i
   std::vector<DevFeature> features;
   for (const FeatureRows &fr : p.features) features.push_back(DevFeature{fr.first, fr.present, fr.shared});
   Args &a = st->args;
-  a.slices = dev->Copy(plan->slices, plan->num_slices, 1);
-  a.row_size = dev->Copy(plan->output_row_size, plan->num_outputs, 2);
-  a.out_base = dev->Copy(st->out_base.data(), st->out_base.size(), 3);
-  a.parts = dev->Copy(parts.data(), parts.size(), 4);
-  a.features = dev->Copy(features.data(), features.size(), 5);
-  a.fid_offset = dev->Copy(in->fid_offset, in->num_fids, 6);
-  a.feature_offset = dev->Copy(in->feature_offset, in->num_feature_rows, 7);
+  a.slices = dev->Copy(plan->slices, plan->num_slices, FEL_CUDA_STEP_TABLES);
+  a.row_size = dev->Copy(plan->output_row_size, plan->num_outputs, FEL_CUDA_STEP_TABLES);
+  a.out_base = dev->Copy(st->out_base.data(), st->out_base.size(), FEL_CUDA_STEP_TABLES);
+  a.parts = dev->Copy(parts.data(), parts.size(), FEL_CUDA_STEP_TABLES);
+  a.features = dev->Copy(features.data(), features.size(), FEL_CUDA_STEP_TABLES);
+  a.fid_offset = dev->Copy(in->fid_offset, in->num_fids, FEL_CUDA_STEP_TABLES);
+  a.feature_offset = dev->Copy(in->feature_offset, in->num_feature_rows, FEL_CUDA_STEP_TABLES);
   a.num_fids = in->num_fids;
   a.num_feature_rows = in->num_feature_rows;
   a.batch = in->batch_size;
+}
+
+int32_t CudaFail(cudaError_t rc, int32_t step, fel_error *err) {
+  *err = fel_error{FEL_ERR_CUDA, rc, step, 0};
+  return FEL_ERR_CUDA;
+}
+
+// CheckDevice fails unless there is a device to run on: without one, every later call would fail
+// with a less telling error.
+int32_t CheckDevice(fel_error *err) {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) return CudaFail(rc, FEL_CUDA_STEP_DEVICE, err);
+  if (count == 0) return CudaFail(cudaErrorNoDevice, FEL_CUDA_STEP_DEVICE, err);
+  return FEL_OK;
 }
 
 int32_t Blocks(int64_t warps, dim3 *grid, fel_error *err) {
@@ -243,15 +261,21 @@ int32_t Blocks(int64_t warps, dim3 *grid, fel_error *err) {
   return FEL_OK;
 }
 
-}  // namespace cuda
-}  // namespace fel
+// ForwardRun is a forward pass on the device: Setup validates the inputs and copies them over,
+// Launch runs the kernel (asynchronously).
+struct ForwardRun {
+  Device dev;
+  Staged st;
+  std::vector<Group> groups;
+  const Group *d_groups = nullptr;
+  float *d_emb = nullptr;
+  float *d_out = nullptr;
+  dim3 grid;
+  int64_t warps = 0;
 
-extern "C" {
-
-int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const *outputs,
-                         const int64_t *output_sizes, int32_t num_outputs, fel_error *err) {
-  using namespace fel::cuda;
-  try {
+  // Setup checks outputs (host pointers) too unless they are null (fel_forward_cuda_bench).
+  int32_t Setup(const fel_plan *plan, const fel_input *in, float *const *outputs,
+                const int64_t *output_sizes, int32_t num_outputs, fel_error *err) {
     fel::Prepared p;
     if (fel::Prepare(plan, in, &p, err)) return err->code;
     for (int32_t i = 0; i < in->num_embeddings; ++i) {
@@ -261,10 +285,9 @@ int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const
       }
     }
     if (fel::CheckTensors(plan, in->batch_size, reinterpret_cast<const void *const *>(outputs),
-                          output_sizes, num_outputs, err)) {
+                          output_sizes, num_outputs, err, /*need_ptrs=*/outputs != nullptr)) {
       return err->code;
     }
-    std::vector<Group> groups;
     for (int32_t s = 0; s < plan->num_slices; ++s) {
       const fel_slice &sl = plan->slices[s];
       if (sl.addn && !sl.addn_first && !groups.empty()) {
@@ -273,35 +296,81 @@ int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const
         groups.push_back(Group{s, 1});
       }
     }
-    dim3 grid;
     if (!groups.empty() && in->batch_size > INT64_MAX / static_cast<int64_t>(groups.size())) {
       *err = fel_error{FEL_ERR_RESOURCE, 1, in->batch_size, 0};
       return err->code;
     }
-    const int64_t warps = static_cast<int64_t>(groups.size()) * in->batch_size;
+    warps = static_cast<int64_t>(groups.size()) * in->batch_size;
     if (Blocks(warps, &grid, err)) return err->code;
     if (warps == 0) return FEL_OK;
-
-    Device dev;
-    Staged st;
+    if (CheckDevice(err)) return err->code;
     Stage(plan, in, p, output_sizes, &dev, &st);
-    const Group *d_groups = dev.Copy(groups.data(), groups.size(), 8);
-    float *d_emb = dev.Alloc<float>(st.emb_total, 9);
+    d_groups = dev.Copy(groups.data(), groups.size(), FEL_CUDA_STEP_TABLES);
+    d_emb = dev.Alloc<float>(st.emb_total, FEL_CUDA_STEP_INPUT);
     for (int32_t i = 0; d_emb && i < in->num_embeddings; ++i) {
       if (in->embedding_sizes[i] == 0) continue;
       dev.Check(cudaMemcpy(d_emb + st.emb_base[i], in->embeddings[i], in->embedding_sizes[i] * sizeof(float),
-                           cudaMemcpyHostToDevice), 9);
+                           cudaMemcpyHostToDevice), FEL_CUDA_STEP_INPUT);
     }
-    float *d_out = dev.Alloc<float>(st.out_total, 10);
+    d_out = dev.Alloc<float>(st.out_total, FEL_CUDA_STEP_RESULT);
     if (!dev.ok()) return dev.Fail(err);
+    return FEL_OK;
+  }
+
+  void Launch() {
     FEL_LAUNCH(ForwardKernel, grid, dim3(kWarp, kWarpsPerBlock), st.args, d_groups,
                static_cast<int32_t>(groups.size()), d_emb, d_out);
-    dev.Check(cudaGetLastError(), 11);
-    dev.Check(cudaDeviceSynchronize(), 12);
+    dev.Check(cudaGetLastError(), FEL_CUDA_STEP_LAUNCH);
+  }
+};
+
+// Events times work on the device between two CUDA events (fel_forward_cuda_bench).
+class Events {
+ public:
+  explicit Events(Device *dev) : dev_(dev) {
+    dev_->Check(cudaEventCreate(&start_), FEL_CUDA_STEP_TIMING);
+    dev_->Check(cudaEventCreate(&stop_), FEL_CUDA_STEP_TIMING);
+  }
+  ~Events() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  // Time runs fn, which queues work on the device, and returns the milliseconds the work took.
+  template <typename Fn>
+  double Time(Fn fn) {
+    float ms = 0;
+    dev_->Check(cudaEventRecord(start_), FEL_CUDA_STEP_TIMING);
+    fn();
+    dev_->Check(cudaEventRecord(stop_), FEL_CUDA_STEP_TIMING);
+    dev_->Check(cudaEventSynchronize(stop_), FEL_CUDA_STEP_RUN);
+    dev_->Check(cudaEventElapsedTime(&ms, start_, stop_), FEL_CUDA_STEP_TIMING);
+    return ms;
+  }
+
+ private:
+  Device *dev_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace cuda
+}  // namespace fel
+
+extern "C" {
+
+int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const *outputs,
+                         const int64_t *output_sizes, int32_t num_outputs, fel_error *err) {
+  using namespace fel::cuda;
+  try {
+    ForwardRun run;
+    if (run.Setup(plan, in, outputs, output_sizes, num_outputs, err)) return err->code;
+    if (run.warps == 0) return FEL_OK;
+    Device &dev = run.dev;
+    run.Launch();
+    dev.Check(cudaDeviceSynchronize(), FEL_CUDA_STEP_RUN);
     for (int32_t i = 0; dev.ok() && i < num_outputs; ++i) {
       if (output_sizes[i] == 0) continue;
-      dev.Check(cudaMemcpy(outputs[i], d_out + st.out_base[i], output_sizes[i] * sizeof(float),
-                           cudaMemcpyDeviceToHost), 13);
+      dev.Check(cudaMemcpy(outputs[i], run.d_out + run.st.out_base[i], output_sizes[i] * sizeof(float),
+                           cudaMemcpyDeviceToHost), FEL_CUDA_STEP_COPY_BACK);
     }
     if (!dev.ok()) return dev.Fail(err);
     return FEL_OK;
@@ -309,6 +378,60 @@ int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const
     *err = fel_error{FEL_ERR_RESOURCE, 0, 0, 0};
     return err->code;
   }
+}
+
+int32_t fel_forward_cuda_bench(const fel_plan *plan, const fel_input *in,
+                               const int64_t *output_sizes, int32_t num_outputs, int32_t iters,
+                               int64_t copy_bytes, double *kernel_ms, double *copy_ms,
+                               fel_error *err) {
+  using namespace fel::cuda;
+  try {
+    *kernel_ms = *copy_ms = 0;
+    if (iters < 1 || copy_bytes < 0) {
+      *err = fel_error{FEL_ERR_INPUT, FEL_INPUT_BENCH, iters, copy_bytes};
+      return err->code;
+    }
+    ForwardRun run;
+    // Nothing is copied back: the outputs' sizes are checked, there are no host buffers.
+    if (run.Setup(plan, in, nullptr, output_sizes, num_outputs, err)) return err->code;
+    Device &dev = run.dev;
+    char *d_src = dev.Alloc<char>(copy_bytes, FEL_CUDA_STEP_TIMING);
+    char *d_dst = dev.Alloc<char>(copy_bytes, FEL_CUDA_STEP_TIMING);
+    if (d_src) dev.Check(cudaMemset(d_src, 1, copy_bytes), FEL_CUDA_STEP_TIMING);
+    Events ev(&dev);
+    if (!dev.ok()) return dev.Fail(err);
+    // One run first: the first launch pays for loading the module.
+    if (run.warps > 0) run.Launch();
+    dev.Check(cudaDeviceSynchronize(), FEL_CUDA_STEP_RUN);
+    *kernel_ms = ev.Time([&] {
+      for (int32_t i = 0; i < iters && run.warps > 0; ++i) run.Launch();
+    }) / iters;
+    *copy_ms = ev.Time([&] {
+      for (int32_t i = 0; i < iters; ++i) {
+        dev.Check(cudaMemcpy(d_dst, d_src, copy_bytes, cudaMemcpyDeviceToDevice), FEL_CUDA_STEP_TIMING);
+      }
+    }) / iters;
+    if (!dev.ok()) return dev.Fail(err);
+    return FEL_OK;
+  } catch (const std::bad_alloc &) {
+    *err = fel_error{FEL_ERR_RESOURCE, 0, 0, 0};
+    return err->code;
+  }
+}
+
+int32_t fel_cuda_devices(int32_t *count, fel_error *err) {
+  *count = 0;
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) return fel::cuda::CudaFail(rc, FEL_CUDA_STEP_DEVICE, err);
+  *count = n;
+  return FEL_OK;
+}
+
+void fel_cuda_error_string(int32_t code, char *buf, int32_t n) {
+  if (n <= 0) return;
+  const cudaError_t rc = static_cast<cudaError_t>(code);
+  snprintf(buf, static_cast<size_t>(n), "%s: %s", cudaGetErrorName(rc), cudaGetErrorString(rc));
 }
 
 int32_t fel_backward_cuda(const fel_plan *plan, const fel_input *in, const float *const *grads,
@@ -336,27 +459,32 @@ int32_t fel_backward_cuda(const fel_plan *plan, const fel_input *in, const float
     const int64_t warps = static_cast<int64_t>(plan->num_slices) * in->batch_size;
     if (Blocks(warps, &grid, err)) return err->code;
 
+    if (warps == 0) {  // no contributions: zeros, without a device
+      for (int32_t i = 0; i < in->num_embeddings; ++i) {
+        if (in->embedding_sizes[i] > 0) memset(emb_grads[i], 0, in->embedding_sizes[i] * sizeof(float));
+      }
+      return FEL_OK;
+    }
+    if (CheckDevice(err)) return err->code;
     Device dev;
     Staged st;
     Stage(plan, in, p, grad_sizes, &dev, &st);
-    float *d_grads = dev.Alloc<float>(st.out_total, 8);
+    float *d_grads = dev.Alloc<float>(st.out_total, FEL_CUDA_STEP_INPUT);
     for (int32_t i = 0; d_grads && i < num_grads; ++i) {
       if (grad_sizes[i] == 0) continue;
       dev.Check(cudaMemcpy(d_grads + st.out_base[i], grads[i], grad_sizes[i] * sizeof(float),
-                           cudaMemcpyHostToDevice), 8);
+                           cudaMemcpyHostToDevice), FEL_CUDA_STEP_INPUT);
     }
-    float *d_emb = dev.Alloc<float>(st.emb_total, 9);
-    if (d_emb) dev.Check(cudaMemset(d_emb, 0, st.emb_total * sizeof(float)), 9);
+    float *d_emb = dev.Alloc<float>(st.emb_total, FEL_CUDA_STEP_RESULT);
+    if (d_emb) dev.Check(cudaMemset(d_emb, 0, st.emb_total * sizeof(float)), FEL_CUDA_STEP_RESULT);
     if (!dev.ok()) return dev.Fail(err);
-    if (warps > 0) {
-      FEL_LAUNCH(BackwardKernel, grid, dim3(kWarp, kWarpsPerBlock), st.args, plan->num_slices, d_grads, d_emb);
-      dev.Check(cudaGetLastError(), 11);
-      dev.Check(cudaDeviceSynchronize(), 12);
-    }
+    FEL_LAUNCH(BackwardKernel, grid, dim3(kWarp, kWarpsPerBlock), st.args, plan->num_slices, d_grads, d_emb);
+    dev.Check(cudaGetLastError(), FEL_CUDA_STEP_LAUNCH);
+    dev.Check(cudaDeviceSynchronize(), FEL_CUDA_STEP_RUN);
     for (int32_t i = 0; dev.ok() && i < in->num_embeddings; ++i) {
       if (in->embedding_sizes[i] == 0) continue;
       dev.Check(cudaMemcpy(emb_grads[i], d_emb + st.emb_base[i], in->embedding_sizes[i] * sizeof(float),
-                           cudaMemcpyDeviceToHost), 13);
+                           cudaMemcpyDeviceToHost), FEL_CUDA_STEP_COPY_BACK);
     }
     if (!dev.ok()) return dev.Fail(err);
     return FEL_OK;

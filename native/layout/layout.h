@@ -58,7 +58,7 @@ enum {
   FEL_ERR_PLAN = 23,              // a: what is wrong (FEL_PLAN_*), b, c: where
   FEL_ERR_INPUT = 24,             // a: which pointer is missing (FEL_INPUT_*), b: index
   FEL_ERR_RESOURCE = 25,          // a: 0 out of memory
-  FEL_ERR_CUDA = 26,              // a: cudaError_t, b: step (layout.cu)
+  FEL_ERR_CUDA = 26,              // a: cudaError_t, b: step (FEL_CUDA_STEP_*)
 };
 
 // a of FEL_ERR_PLAN (b: table, slice or output; c: a value).
@@ -83,6 +83,7 @@ enum {
   FEL_INPUT_FEATURE_OFFSET = 5,
   FEL_INPUT_NFL_OFFSET = 6,
   FEL_INPUT_OUTPUTS = 7,
+  FEL_INPUT_BENCH = 8,  // fel_forward_cuda_bench: b iters (< 1) or c copy_bytes (< 0)
 };
 
 typedef struct {
@@ -174,11 +175,41 @@ int32_t fel_backward(const fel_plan *plan, const fel_input *in, const float *con
 // The CUDA kernel (layout.cu, built only with a CUDA toolchain) has the same contract on host
 // pointers: it validates on the host, copies to the device, runs, copies back. Forward results
 // equal fel_forward's; backward uses atomics, so sums may round differently.
+// A CUDA failure is FEL_ERR_CUDA with the cudaError_t in a and the step that failed in b.
 int32_t fel_forward_cuda(const fel_plan *plan, const fel_input *in, float *const *outputs,
                          const int64_t *output_sizes, int32_t num_outputs, fel_error *err);
 int32_t fel_backward_cuda(const fel_plan *plan, const fel_input *in, const float *const *grads,
                           const int64_t *grad_sizes, int32_t num_grads, float *const *emb_grads,
                           fel_error *err);
+
+// b of FEL_ERR_CUDA: what the CUDA call was doing.
+enum {
+  FEL_CUDA_STEP_DEVICE = 1,   // finding a device (no device, no driver, driver too old)
+  FEL_CUDA_STEP_TABLES = 2,   // copying the plan and the offsets to the device
+  FEL_CUDA_STEP_INPUT = 3,    // copying the embeddings (forward) or layout gradients (backward)
+  FEL_CUDA_STEP_RESULT = 4,   // allocating (backward: and clearing) the results on the device
+  FEL_CUDA_STEP_LAUNCH = 5,   // launching the kernel
+  FEL_CUDA_STEP_RUN = 6,      // running the kernel
+  FEL_CUDA_STEP_COPY_BACK = 7,  // copying the results back to the host
+  FEL_CUDA_STEP_TIMING = 8,   // fel_forward_cuda_bench: the timing events and the memcpy
+};
+
+// fel_cuda_devices sets *count to the number of CUDA devices. With no device or no usable driver
+// it returns FEL_ERR_CUDA (step FEL_CUDA_STEP_DEVICE) and the runtime's error in err->a.
+int32_t fel_cuda_devices(int32_t *count, fel_error *err);
+
+// fel_cuda_error_string writes the CUDA runtime's name and description of error code into
+// buf[0 .. n), NUL-terminated and cut short if need be.
+void fel_cuda_error_string(int32_t code, char *buf, int32_t n);
+
+// fel_forward_cuda_bench times the forward kernel alone: it validates and copies the inputs once,
+// runs the kernel iters times between CUDA events, and sets *kernel_ms to the mean time of one
+// run; then it times iters device-to-device copies of copy_bytes bytes (the device's own copy
+// limit, to compare with) and sets *copy_ms likewise. Nothing is copied back.
+int32_t fel_forward_cuda_bench(const fel_plan *plan, const fel_input *in,
+                               const int64_t *output_sizes, int32_t num_outputs, int32_t iters,
+                               int64_t copy_bytes, double *kernel_ms, double *copy_ms,
+                               fel_error *err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -987,15 +987,15 @@ int32_t Prepare(const fel_plan *plan, const fel_input *in, Prepared *p, fel_erro
 }
 
 int32_t CheckTensors(const fel_plan *pl, int64_t batch, const void *const *ptrs,
-                     const int64_t *sizes, int32_t n, fel_error *err) {
+                     const int64_t *sizes, int32_t n, fel_error *err, bool need_ptrs) {
   if (n != pl->num_outputs) return Fail(err, FEL_ERR_OUTPUT_COUNT, n, pl->num_outputs);
-  if (n > 0 && (!ptrs || !sizes)) return Fail(err, FEL_ERR_INPUT, FEL_INPUT_OUTPUTS, -1);
+  if (n > 0 && ((need_ptrs && !ptrs) || !sizes)) return Fail(err, FEL_ERR_INPUT, FEL_INPUT_OUTPUTS, -1);
   for (int32_t i = 0; i < n; ++i) {
     const int64_t row = pl->output_row_size[i];
     if (row > 0 && batch > INT64_MAX / row) return Fail(err, FEL_ERR_OUTPUT_SIZE, i, sizes[i], -1);
     const int64_t want = batch * row;
     if (sizes[i] != want) return Fail(err, FEL_ERR_OUTPUT_SIZE, i, sizes[i], want);
-    if (want > 0 && !ptrs[i]) return Fail(err, FEL_ERR_INPUT, FEL_INPUT_OUTPUTS, i);
+    if (need_ptrs && want > 0 && !ptrs[i]) return Fail(err, FEL_ERR_INPUT, FEL_INPUT_OUTPUTS, i);
   }
   return FEL_OK;
 }

@@ -68,13 +68,50 @@ bool Compare(Fixture &f) {
   return true;
 }
 
+// Bench checks fel_forward_cuda_bench: it runs on valid input, rejects bad arguments and reports
+// input errors like fel_forward_cuda.
+void Bench() {
+  Fixture f;
+  Outputs out(f);
+  double kernel_ms = -1, copy_ms = -1;
+  fel_error e{};
+  EXPECT(fel_forward_cuda_bench(&f.plan, &f.in, out.sizes.data(), 3, 3, 4096, &kernel_ms, &copy_ms, &e) == FEL_OK);
+  EXPECT(kernel_ms >= 0 && copy_ms >= 0);
+  EXPECT(fel_forward_cuda_bench(&f.plan, &f.in, out.sizes.data(), 3, 0, 4096, &kernel_ms, &copy_ms, &e) ==
+         FEL_ERR_INPUT);
+  EXPECT(e.a == FEL_INPUT_BENCH && e.b == 0);
+  Outputs wrong(f);
+  wrong.sizes[1] += 1;
+  fel_error want{};
+  EXPECT(fel_forward_cuda(&f.plan, &f.in, wrong.ptrs.data(), wrong.sizes.data(), 3, &want) == FEL_ERR_OUTPUT_SIZE);
+  EXPECT(fel_forward_cuda_bench(&f.plan, &f.in, wrong.sizes.data(), 3, 1, 0, &kernel_ms, &copy_ms, &e) ==
+         FEL_ERR_OUTPUT_SIZE);
+  EXPECT(SameError(e, want));
+  char msg[128];
+  fel_cuda_error_string(100, msg, sizeof msg);
+  EXPECT(strstr(msg, "cudaErrorNoDevice") != nullptr);
+  fel_cuda_error_string(100, msg, 4);
+  EXPECT(strlen(msg) == 3);
+}
+
 }  // namespace
 
 int main() {
+  // Without a device every comparison below would fail: say why once instead. Not run is not
+  // passed, so this fails too.
+  int32_t devices = 0;
+  fel_error de{};
+  if (fel_cuda_devices(&devices, &de) != FEL_OK || devices == 0) {
+    char msg[256];
+    fel_cuda_error_string(devices == 0 && de.code == FEL_OK ? 100 : static_cast<int32_t>(de.a), msg, sizeof msg);
+    fprintf(stderr, "no CUDA device (%s): the CUDA kernel cannot run here\n", msg);
+    return 1;
+  }
   {
     Fixture f;
     EXPECT(Compare(f));
   }
+  Bench();
   std::mt19937_64 rng(7);
   int accepted = 0;
   for (int round = 0; round < 2000; ++round) {

@@ -36,9 +36,10 @@ struct Prepared {
 // Prepare runs fel_validate's checks and, on success, fills p. Returns err->code.
 int32_t Prepare(const fel_plan *plan, const fel_input *in, Prepared *p, fel_error *err);
 
-// CheckTensors checks the output (or layout gradient) tensors against the plan and batch size.
+// CheckTensors checks the output (or layout gradient) tensors against the plan and batch size;
+// without need_ptrs only their sizes (nothing will be read or written through ptrs).
 int32_t CheckTensors(const fel_plan *plan, int64_t batch, const void *const *ptrs,
-                     const int64_t *sizes, int32_t n, fel_error *err);
+                     const int64_t *sizes, int32_t n, fel_error *err, bool need_ptrs = true);
 
 // FidRange returns the fids [*begin, *end) of feature row `row` (validated input only).
 inline void FidRange(const fel_input *in, int64_t row, int64_t *begin, int64_t *end) {

@@ -149,6 +149,17 @@ func report(b *testing.B, batch int, bytes int64, cpu0 time.Duration) {
 	b.ReportMetric(0, "ns/op") // ns/op is b.Elapsed()/N: the metrics above say it better
 }
 
+// reportPerOp reports like report, for a time per op measured by the op itself (CUDA events).
+func reportPerOp(b *testing.B, batch int, bytes int64, perOp time.Duration) {
+	sec := perOp.Seconds()
+	if sec <= 0 {
+		b.Fatalf("time per op %v", perOp)
+	}
+	b.ReportMetric(float64(batch)/sec, "examples/s")
+	b.ReportMetric(float64(bytes)/sec/1e9, "GB/s")
+	b.ReportMetric(0, "ns/op")
+}
+
 const benchPSNum = 4
 
 // benchOptions are the op options of the benchmark layout.
@@ -156,18 +167,31 @@ func benchOptions(threads int) Options {
 	return Options{Version: 3, PSNum: benchPSNum, VariantType: "example", ParallelFlag: 1, Threads: threads}
 }
 
+// cudaName names the CUDA engine's sub-benchmarks: emulated figures are not GPU figures.
+func cudaName() string {
+	if cudaEmulated {
+		return "cuda_emulated"
+	}
+	return "cuda"
+}
+
 // forEngines runs fn as a sub-benchmark for the oracle and the native kernel on 1 and on all
-// threads.
+// threads, and for the CUDA kernel where the binary has it (host-device copies included).
 func forEngines(b *testing.B, fx *benchFixture, fn func(b *testing.B, plan *Plan, engine Engine)) {
-	for _, tc := range []struct {
+	type engineCase struct {
 		name    string
 		engine  Engine
 		threads int
-	}{
+	}
+	cases := []engineCase{
 		{"oracle", Oracle, 1},
 		{"native_1thread", Native, 1},
 		{fmt.Sprintf("native_%dthreads", runtime.GOMAXPROCS(0)), Native, 0},
-	} {
+	}
+	if CUDAAvailable {
+		cases = append(cases, engineCase{cudaName() + "_with_copies", CUDA, 1})
+	}
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			if tc.engine == Native && !NativeAvailable {
 				b.Skip("built without cgo")
@@ -198,6 +222,29 @@ func BenchmarkForward(b *testing.B) {
 		}
 		report(b, fx.in.BatchSize, fx.bytes, cpu0)
 	})
+	if CUDAAvailable {
+		// The kernel alone, on inputs already on the device, next to a device-to-device copy of the
+		// same bytes (read + written, like memcpy below): the GPU's own limit.
+		plan, err := Compile(fx.cfgs, benchOptions(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var copyTime time.Duration
+		b.Run(cudaName()+"_kernel", func(b *testing.B) {
+			kernel, copied, err := plan.CUDAKernelTimes(fx.in, b.N, fx.bytes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			copyTime = copied
+			reportPerOp(b, fx.in.BatchSize, fx.bytes, kernel)
+		})
+		b.Run(cudaName()+"_memcpy_device", func(b *testing.B) {
+			if copyTime == 0 {
+				b.Skip("no device copy time (the kernel benchmark did not run)")
+			}
+			reportPerOp(b, fx.in.BatchSize, 2*fx.bytes, copyTime)
+		})
+	}
 	// memcpy of the same number of bytes, on 1 and on all threads.
 	src, dst := make([]byte, fx.bytes), make([]byte, fx.bytes)
 	for i := range src {

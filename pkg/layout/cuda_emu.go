@@ -7,3 +7,6 @@ package layout
 
 // #cgo CXXFLAGS: -DFEL_CUDA_EMULATION
 import "C"
+
+// cudaEmulated reports whether the CUDA engine runs emulated on the CPU (tag cudaemu).
+const cudaEmulated = true

@@ -2,7 +2,11 @@
 
 package layout
 
-import "github.com/monolith-go/monolith/pkg/errkind"
+import (
+	"time"
+
+	"github.com/monolith-go/monolith/pkg/errkind"
+)
 
 // errNoCUDA is what the CUDA engine returns in binaries built without it.
 var errNoCUDA = errkind.New(errkind.Runtime, "layout: built without the CUDA kernel (see native/README.md: build it with nvcc, then go build -tags cuda; -tags cudaemu emulates it on the CPU)")
@@ -13,3 +17,15 @@ const CUDAAvailable = false
 func (p *Plan) forwardCUDA(*Input, [][]float32) error { return errNoCUDA }
 
 func (p *Plan) backwardCUDA(*Input, [][]float32, [][]float32) error { return errNoCUDA }
+
+// CUDADevices returns the number of CUDA devices: in binaries built without the CUDA kernel, an
+// error saying so.
+func CUDADevices() (int, error) { return 0, errNoCUDA }
+
+// CUDAKernelTimes times the forward CUDA kernel (see the cuda build); here it returns an error.
+func (p *Plan) CUDAKernelTimes(*Input, int, int64) (kernel, copy time.Duration, err error) {
+	return 0, 0, errNoCUDA
+}
+
+// cudaEmulated reports whether the CUDA engine runs emulated on the CPU (tag cudaemu).
+const cudaEmulated = false

@@ -28,8 +28,10 @@
 //     Plan.Forward / Backward): multi-threaded over the batch (forward) or over embedding rows
 //     (backward), with results bit-for-bit equal to the oracle's for any number of threads;
 //   - the CUDA kernel (native/layout/layout.cu): the CUDA engine, in binaries built with the cuda
-//     tag after native/layout/build_cuda.sh (needs nvcc), or with the cudaemu tag, which compiles
-//     it as C++ and runs its kernels on the CPU to check their logic (native/README.md).
+//     tag after native/layout/build_cuda.sh (needs nvcc), or by Bazel's //pkg/layout:layout_cuda_test
+//     (tag cudacdeps), or with the cudaemu tag, which compiles it as C++ and runs its kernels on the
+//     CPU to check their logic (native/README.md). CUDADevices says whether a device can run it;
+//     Plan.CUDAKernelTimes times the kernel alone, without host-device copies.
 //
 // Go slices reach the native kernel without copies (pinned with runtime.Pinner); one cgo call per
 // op call. The C++ sources in this directory are symlinks into native/layout, so that the go tool

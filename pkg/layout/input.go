@@ -85,6 +85,20 @@ const maxTensorFloats = 1 << 46
 type InputError struct {
 	Code    Code
 	A, B, C int64
+	// Detail is the CUDA runtime's name and description of error A (CUDA failures only).
+	Detail string
+}
+
+// cudaSteps names the step of a CUDA failure (B; FEL_CUDA_STEP_* in native/layout/layout.h).
+var cudaSteps = map[int64]string{
+	1: "finding a CUDA device",
+	2: "copying the plan and the offsets to the device",
+	3: "copying the inputs to the device",
+	4: "allocating the results on the device",
+	5: "launching the kernel",
+	6: "running the kernel",
+	7: "copying the results back from the device",
+	8: "timing on the device",
 }
 
 func (e *InputError) Error() string {
@@ -141,7 +155,14 @@ func (e *InputError) Error() string {
 	case codeNativeResource:
 		return "the native kernel ran out of memory"
 	case codeCUDA:
-		return fmt.Sprintf("CUDA error %d at step %d", a, b)
+		msg := fmt.Sprintf("CUDA error %d", a)
+		if e.Detail != "" {
+			msg += " (" + e.Detail + ")"
+		}
+		if step, ok := cudaSteps[b]; ok {
+			return msg + " while " + step
+		}
+		return fmt.Sprintf("%s at step %d", msg, b)
 	case CodeOutputBatch:
 		return fmt.Sprintf("layout tensor %d has a fixed batch dimension %d, the batch size is %d", a, b, c)
 	case CodeGradCount:
