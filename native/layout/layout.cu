@@ -238,14 +238,11 @@ int32_t CudaFail(cudaError_t rc, int32_t step, fel_error *err) {
   return FEL_ERR_CUDA;
 }
 
-// CheckDevice fails unless there is a device to run on: without one, every later call would fail
-// with a less telling error.
+// CheckDevice fails unless there is a device to run on (fel_cuda_devices): without one, every later
+// call would fail with a less telling error.
 int32_t CheckDevice(fel_error *err) {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) return CudaFail(rc, FEL_CUDA_STEP_DEVICE, err);
-  if (count == 0) return CudaFail(cudaErrorNoDevice, FEL_CUDA_STEP_DEVICE, err);
-  return FEL_OK;
+  int32_t count = 0;
+  return fel_cuda_devices(&count, err);
 }
 
 int32_t Blocks(int64_t warps, dim3 *grid, fel_error *err) {
@@ -424,6 +421,7 @@ int32_t fel_cuda_devices(int32_t *count, fel_error *err) {
   int n = 0;
   const cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess) return fel::cuda::CudaFail(rc, FEL_CUDA_STEP_DEVICE, err);
+  if (n == 0) return fel::cuda::CudaFail(cudaErrorNoDevice, FEL_CUDA_STEP_DEVICE, err);
   *count = n;
   return FEL_OK;
 }

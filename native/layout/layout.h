@@ -195,7 +195,8 @@ enum {
 };
 
 // fel_cuda_devices sets *count to the number of CUDA devices. With no device or no usable driver
-// it returns FEL_ERR_CUDA (step FEL_CUDA_STEP_DEVICE) and the runtime's error in err->a.
+// it returns FEL_ERR_CUDA (step FEL_CUDA_STEP_DEVICE) and the runtime's error in err->a
+// (cudaErrorNoDevice when the runtime finds none).
 int32_t fel_cuda_devices(int32_t *count, fel_error *err);
 
 // fel_cuda_error_string writes the CUDA runtime's name and description of error code into

@@ -26,6 +26,3 @@ func CUDADevices() (int, error) { return 0, errNoCUDA }
 func (p *Plan) CUDAKernelTimes(*Input, int, int64) (kernel, copy time.Duration, err error) {
 	return 0, 0, errNoCUDA
 }
-
-// cudaEmulated reports whether the CUDA engine runs emulated on the CPU (tag cudaemu).
-const cudaEmulated = false
