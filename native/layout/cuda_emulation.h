@@ -33,22 +33,25 @@ inline cudaError_t cudaGetDeviceCount(int *n) {
   *n = 1;
   return cudaSuccess;
 }
-inline const char *cudaGetErrorName(cudaError_t rc) {
-  switch (rc) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+// The errors the emulation can return, with the runtime's names and descriptions.
+struct EmulatedCudaError {
+  cudaError_t code;
+  const char *name, *text;
+};
+inline const EmulatedCudaError &FindEmulatedCudaError(cudaError_t rc) {
+  static const EmulatedCudaError known[] = {
+      {cudaSuccess, "cudaSuccess", "no error"},
+      {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+      {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+  };
+  static const EmulatedCudaError unknown{-1, "cudaErrorUnknown", "unknown error"};
+  for (const EmulatedCudaError &e : known) {
+    if (e.code == rc) return e;
   }
-  return "cudaErrorUnknown";
+  return unknown;
 }
-inline const char *cudaGetErrorString(cudaError_t rc) {
-  switch (rc) {
-    case cudaSuccess: return "no error";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-  }
-  return "unknown error";
-}
+inline const char *cudaGetErrorName(cudaError_t rc) { return FindEmulatedCudaError(rc).name; }
+inline const char *cudaGetErrorString(cudaError_t rc) { return FindEmulatedCudaError(rc).text; }
 
 // Events are host clock readings: emulated launches run to completion before they return.
 typedef std::chrono::steady_clock::time_point *cudaEvent_t;
