@@ -48,22 +48,19 @@ func cudaErr(rc C.int32_t, e *C.fel_error) error {
 func (p *Plan) forwardCUDA(in *Input, out [][]float32) error {
 	c := p.newCCall(in)
 	defer c.pin.Unpin()
-	outPtrs, outSizes := floatPtrs(&c.pin, out)
+	outs, outSizes := c.tensors(out)
 	var e C.fel_error
-	rc := C.fel_forward_cuda(&c.plan, &c.input, (**C.float)(pinned(&c.pin, outPtrs)),
-		(*C.int64_t)(pinned(&c.pin, outSizes)), C.int32_t(len(out)), &e)
+	rc := C.fel_forward_cuda(&c.plan, &c.input, outs, outSizes, C.int32_t(len(out)), &e)
 	return cudaErr(rc, &e)
 }
 
 func (p *Plan) backwardCUDA(in *Input, grads, embGrads [][]float32) error {
 	c := p.newCCall(in)
 	defer c.pin.Unpin()
-	gradPtrs, gradSizes := floatPtrs(&c.pin, grads)
-	embPtrs, _ := floatPtrs(&c.pin, embGrads)
+	gs, gradSizes := c.tensors(grads)
+	embs, _ := c.tensors(embGrads)
 	var e C.fel_error
-	rc := C.fel_backward_cuda(&c.plan, &c.input, (**C.float)(pinned(&c.pin, gradPtrs)),
-		(*C.int64_t)(pinned(&c.pin, gradSizes)), C.int32_t(len(grads)),
-		(**C.float)(pinned(&c.pin, embPtrs)), &e)
+	rc := C.fel_backward_cuda(&c.plan, &c.input, gs, gradSizes, C.int32_t(len(grads)), embs, &e)
 	return cudaErr(rc, &e)
 }
 

@@ -76,15 +76,15 @@ func pinned[T any](pin *runtime.Pinner, s []T) unsafe.Pointer {
 	return p
 }
 
-// floatPtrs pins every tensor and returns the C array of their data pointers and sizes.
-func floatPtrs(pin *runtime.Pinner, tensors [][]float32) (ptrs []*C.float, sizes []int64) {
-	ptrs = make([]*C.float, len(tensors))
-	sizes = make([]int64, len(tensors))
-	for i, t := range tensors {
-		ptrs[i] = (*C.float)(pinned(pin, t))
+// tensors pins every tensor and returns the C arrays of their data pointers and of their sizes.
+func (c *cCall) tensors(ts [][]float32) (**C.float, *C.int64_t) {
+	ptrs := make([]*C.float, len(ts))
+	sizes := make([]int64, len(ts))
+	for i, t := range ts {
+		ptrs[i] = (*C.float)(pinned(&c.pin, t))
 		sizes[i] = int64(len(t))
 	}
-	return ptrs, sizes
+	return (**C.float)(pinned(&c.pin, ptrs)), (*C.int64_t)(pinned(&c.pin, sizes))
 }
 
 // cCall holds the C views of one call's plan and inputs; it lives until the call returns.
@@ -111,7 +111,7 @@ func (p *Plan) newCCall(in *Input) *cCall {
 		num_outputs:        C.int32_t(len(np.rowSizes)),
 		output_row_size:    (*C.int64_t)(pinned(pin, np.rowSizes)),
 	}
-	embPtrs, embSizes := floatPtrs(pin, in.Embeddings)
+	embs, embSizes := c.tensors(in.Embeddings)
 	var dims []int64
 	if p.opts.Version == 1 {
 		dims = make([]int64, len(in.EmbeddingDims))
@@ -127,8 +127,8 @@ func (p *Plan) newCCall(in *Input) *cCall {
 	}
 	c.input = C.fel_input{
 		num_embeddings:      C.int32_t(len(in.Embeddings)),
-		embeddings:          (**C.float)(pinned(pin, embPtrs)),
-		embedding_sizes:     (*C.int64_t)(pinned(pin, embSizes)),
+		embeddings:          embs,
+		embedding_sizes:     embSizes,
 		embedding_dims:      (*C.int64_t)(pinned(pin, dims)),
 		num_row_splits:      C.int32_t(len(in.FidListRowSplit)),
 		row_splits:          (**C.int64_t)(pinned(pin, splitPtrs)),
@@ -156,21 +156,18 @@ func nativeErr(rc C.int32_t, e *C.fel_error) error {
 func (p *Plan) forwardNative(in *Input, out [][]float32) error {
 	c := p.newCCall(in)
 	defer c.pin.Unpin()
-	outPtrs, outSizes := floatPtrs(&c.pin, out)
+	outs, outSizes := c.tensors(out)
 	var e C.fel_error
-	rc := C.fel_forward(&c.plan, &c.input, (**C.float)(pinned(&c.pin, outPtrs)),
-		(*C.int64_t)(pinned(&c.pin, outSizes)), C.int32_t(len(out)), C.int32_t(p.threads()), &e)
+	rc := C.fel_forward(&c.plan, &c.input, outs, outSizes, C.int32_t(len(out)), C.int32_t(p.threads()), &e)
 	return nativeErr(rc, &e)
 }
 
 func (p *Plan) backwardNative(in *Input, grads, embGrads [][]float32) error {
 	c := p.newCCall(in)
 	defer c.pin.Unpin()
-	gradPtrs, gradSizes := floatPtrs(&c.pin, grads)
-	embPtrs, _ := floatPtrs(&c.pin, embGrads)
+	gs, gradSizes := c.tensors(grads)
+	embs, _ := c.tensors(embGrads)
 	var e C.fel_error
-	rc := C.fel_backward(&c.plan, &c.input, (**C.float)(pinned(&c.pin, gradPtrs)),
-		(*C.int64_t)(pinned(&c.pin, gradSizes)), C.int32_t(len(grads)),
-		(**C.float)(pinned(&c.pin, embPtrs)), C.int32_t(p.threads()), &e)
+	rc := C.fel_backward(&c.plan, &c.input, gs, gradSizes, C.int32_t(len(grads)), embs, C.int32_t(p.threads()), &e)
 	return nativeErr(rc, &e)
 }
