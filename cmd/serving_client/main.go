@@ -81,16 +81,9 @@ func connectAndExecute(ctx context.Context, f clientspec.ServingClientFlags, std
 	return execute(ctx, f, c, stdout, log)
 }
 
-// execute runs the command on an open session: the reference's main after connecting.
+// execute runs the command, its flags checked, on an open session: the reference's main after
+// connecting.
 func execute(ctx context.Context, f clientspec.ServingClientFlags, c zk.Client, stdout io.Writer, log *slog.Logger) error {
-	if err := check(f); err != nil {
-		return err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.Timeout)
-		defer cancel()
-	}
 	client, err := newServingClient(c, f.Bzid, log)
 	if err != nil {
 		return err

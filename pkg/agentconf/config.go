@@ -11,6 +11,7 @@ import (
 	"github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	"github.com/monolith-go/monolith/gen/spec/fieldspec"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
@@ -273,22 +274,6 @@ func (c *AgentConfig) Location() *string {
 	return &s
 }
 
-// pyJoin joins like os.path.join: an absolute component restarts the path.
-func pyJoin(parts ...string) string {
-	out := ""
-	for _, p := range parts {
-		switch {
-		case strings.HasPrefix(p, "/"):
-			out = p
-		case out == "" || strings.HasSuffix(out, "/"):
-			out += p
-		default:
-			out += "/" + p
-		}
-	}
-	return out
-}
-
 // PathPrefix is /{bzid}/service/{base_name}, plus /{idc}:{cluster} when dc_aware.
 func (c *AgentConfig) PathPrefix() (string, error) {
 	if c.Bzid == nil {
@@ -302,9 +287,9 @@ func (c *AgentConfig) PathPrefix() (string, error) {
 		if loc == nil {
 			return "", errkind.New(errkind.Type, "path_prefix: dc_aware needs TCE_INTERNAL_IDC and a TCE_*CLUSTER variable")
 		}
-		return pyJoin("/", *c.Bzid, "service", *c.BaseName, *loc), nil
+		return pathutil.Join("/", *c.Bzid, "service", *c.BaseName, *loc), nil
 	}
-	return pyJoin("/", *c.Bzid, "service", *c.BaseName), nil
+	return pathutil.Join("/", *c.Bzid, "service", *c.BaseName), nil
 }
 
 // LayoutPath is layout_pattern when absolute, else /{bzid}/layouts/{layout_pattern}.

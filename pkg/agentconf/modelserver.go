@@ -6,6 +6,7 @@ import (
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
@@ -31,13 +32,13 @@ func (c *AgentConfig) ModelServerConfig(serverType string) (*servingconfig.Model
 		if c.BasePath == nil {
 			return "", errkind.New(errkind.Type, "model server config: base_path is not set")
 		}
-		return pyJoin(*c.BasePath, name), nil
+		return pathutil.Join(*c.BasePath, name), nil
 	}
 	roughPath := func(name string) (string, error) {
 		if c.RoughSortModelLocalPath == nil {
 			return "", errkind.New(errkind.Type, "model server config: rough_sort_model_local_path is not set")
 		}
-		return pyJoin(*c.RoughSortModelLocalPath, *c.RoughSortModelName, name), nil
+		return pathutil.Join(*c.RoughSortModelLocalPath, *c.RoughSortModelName, name), nil
 	}
 	hasRough := c.RoughSortModelName != nil && *c.RoughSortModelName != ""
 	if st == ServerPS {

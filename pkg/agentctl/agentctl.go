@@ -29,6 +29,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentctl/fnmatch"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 // SupportedCmds are the commands, as the reference's help lists them.
@@ -56,12 +57,12 @@ const (
 // reference took sorted(listdir(entry))[0], the oldest entry of any kind, though it named it
 // latest. Only local paths are read (the reference read HDFS too, through tf.io.gfile).
 func FindModelName(exportBase string) (name string, found bool, err error) {
-	entry := joinPath(exportBase, "entry")
+	entry := pathutil.Join(exportBase, "entry")
 	version, err := latestVersion(entry)
 	if err != nil {
 		return "", false, err
 	}
-	file := joinPath(joinPath(entry, version), "saved_model.pb")
+	file := pathutil.Join(entry, version, "saved_model.pb")
 	slog.Info("loading: " + file)
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -110,7 +111,7 @@ func isDir(dir string, e fs.DirEntry) bool {
 	if e.IsDir() {
 		return true
 	}
-	st, err := os.Stat(joinPath(dir, e.Name())) // follows a symbolic link
+	st, err := os.Stat(pathutil.Join(dir, e.Name())) // follows a symbolic link
 	return err == nil && st.IsDir()
 }
 
@@ -158,7 +159,7 @@ func DeclareSavedModel(ctx context.Context, bd backend.CtrlBackend, exportBase, 
 		if sg == "entry" {
 			policy = "latest"
 		}
-		base := joinPath(exportBase, sg)
+		base := pathutil.Join(exportBase, sg)
 		cfg := backend.SavedModelDeployConfig{ModelBasePath: &base, VersionPolicy: &policy}
 		if err := bd.DeclSavedModel(ctx, backend.SavedModel{ModelName: modelName, SubGraph: sg}, cfg); err != nil {
 			return "", err
@@ -281,15 +282,6 @@ func Run(ctx context.Context, bd backend.CtrlBackend, o Options, stdout io.Write
 		return PrintBzidInfo(ctx, bd, stdout)
 	}
 	return errkind.New(errkind.Value, "unsupported cmd %s, options are %s", o.Cmd, SupportedCmds)
-}
-
-// joinPath joins like os.path.join(base, name) for a relative name, so that URLs such as
-// hdfs://ns/path keep their "//" (filepath.Join would clean it away).
-func joinPath(base, name string) string {
-	if base == "" || strings.HasSuffix(base, "/") {
-		return base + name
-	}
-	return base + "/" + name
 }
 
 func fileErr(op string, err error) error {

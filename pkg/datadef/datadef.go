@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/pyjson"
 )
@@ -100,17 +101,6 @@ func ParseEventType(n int) (EventType, error) {
 	return EventType(n), nil
 }
 
-// joinPath joins like os.path.join(base, name): an absolute name replaces base.
-func joinPath(base, name string) string {
-	switch {
-	case strings.HasPrefix(name, "/"), base == "":
-		return name
-	case strings.HasSuffix(base, "/"):
-		return base + name
-	}
-	return base + "/" + name
-}
-
 // ModelMeta describes a model under /{bzid}/portal.
 type ModelMeta struct {
 	ModelName    *string
@@ -129,7 +119,7 @@ func (m ModelMeta) Path(base string) (string, error) {
 	if m.ModelName == nil {
 		return "", errkind.New(errkind.Type, "ModelMeta.get_path: model_name is not set")
 	}
-	return joinPath(base, *m.ModelName), nil
+	return pathutil.Join(base, *m.ModelName), nil
 }
 
 // Serialize writes the reference's JSON bytes.
@@ -179,7 +169,7 @@ func NewResourceSpec() ResourceSpec { return ResourceSpec{CPU: -1, Network: -1, 
 
 // Path is base_path/{shard_id}:{replica_id} (None for unset ids, as the reference prints them).
 func (r ResourceSpec) Path(base string) string {
-	return joinPath(base, pyfmt.OptInt(r.ShardID)+":"+pyfmt.OptInt(r.ReplicaID))
+	return pathutil.Join(base, pyfmt.OptInt(r.ShardID)+":"+pyfmt.OptInt(r.ReplicaID))
 }
 
 // Serialize writes the reference's JSON bytes (floats always with a fraction).
@@ -232,7 +222,7 @@ func NewPublishMeta() PublishMeta {
 
 // Path is base_path/{shard_id}:{replica_id}:{model_name}.
 func (p PublishMeta) Path(base string) string {
-	return joinPath(base, pyfmt.OptInt(p.ShardID)+":"+strconv.Itoa(p.ReplicaID)+":"+pyfmt.OptStr(p.ModelName))
+	return pathutil.Join(base, pyfmt.OptInt(p.ShardID)+":"+strconv.Itoa(p.ReplicaID)+":"+pyfmt.OptStr(p.ModelName))
 }
 
 // Serialize writes the reference's JSON bytes.

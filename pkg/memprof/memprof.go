@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
@@ -89,23 +90,11 @@ func SetupHeapProfile(env Env, base string, p HeapProfile) ([]Var, error) {
 	}
 	return []Var{
 		EnableTCMalloc(env, base),
-		{"HEAPPROFILE", pyJoin(dir, fmt.Sprintf("hprof_%d", idx))},
+		{"HEAPPROFILE", pathutil.Join(dir, fmt.Sprintf("hprof_%d", idx))},
 		{"HEAP_PROFILE_INUSE_INTERVAL", strconv.FormatInt(int64(float64(p.InuseInterval)/p.SampleRatio), 10)},
 		{"HEAP_PROFILE_ALLOCATION_INTERVAL", strconv.FormatInt(int64(float64(p.AllocationInterval)/p.SampleRatio), 10)},
 		{"HEAP_PROFILE_SAMPLE_RATIO", pyfmt.Float(p.SampleRatio)},
 		{"HEAP_PROFILE_TIME_INTERVAL", strconv.FormatInt(p.TimeInterval, 10)},
 		{"HEAP_PROFILE_MMAP", strconv.FormatBool(p.MMap)},
 	}, nil
-}
-
-// pyJoin is os.path.join of two parts: no cleaning, one "/" between them, an absolute second part
-// wins.
-func pyJoin(a, b string) string {
-	switch {
-	case strings.HasPrefix(b, "/"):
-		return b
-	case a == "" || strings.HasSuffix(a, "/"):
-		return a + b
-	}
-	return a + "/" + b
 }

@@ -50,6 +50,34 @@ func FindMainFrom(path string) (string, error) {
 		"Unable to find the monolith base directory. This file directory is %s. Are you running under bazel structure?", abs)
 }
 
+// Join is Python's os.path.join for "/"-separated paths: an absolute part restarts the path, one
+// "/" goes between parts unless the path so far is empty or already ends with one, and nothing is
+// cleaned (so "hdfs://ns/p" keeps its "//", and paths stay the reference's strings).
+func Join(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		switch {
+		case strings.HasPrefix(p, "/"):
+			out = p
+		case out == "" || strings.HasSuffix(out, "/"):
+			out += p
+		default:
+			out += "/" + p
+		}
+	}
+	return out
+}
+
+// Dirname is Python's os.path.dirname for "/"-separated paths: what precedes the last "/" (""
+// for a bare file name), its trailing slashes removed unless it is all slashes.
+func Dirname(p string) string {
+	head := p[:strings.LastIndexByte(p, '/')+1]
+	if t := strings.TrimRight(head, "/"); t != "" {
+		head = t
+	}
+	return head
+}
+
 // Env reads environment variables (os.LookupEnv in production).
 type Env func(string) (string, bool)
 

@@ -147,3 +147,30 @@ func TestFindMainHere(t *testing.T) {
 		t.Fatalf("libops path of this test: %v", err)
 	}
 }
+
+func TestJoin(t *testing.T) {
+	// Expected values are Python's os.path.join outputs.
+	tests := []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{"a", "b"}, "a/b"}, {[]string{"a/", "b"}, "a/b"}, {[]string{"", "b"}, "b"},
+		{[]string{"a", "/b"}, "/b"}, {[]string{"a", ""}, "a/"}, {[]string{"hdfs://ns/p", "x"}, "hdfs://ns/p/x"},
+		{[]string{"/", "bzid", "service", "m"}, "/bzid/service/m"}, {[]string{"a", "b", "/c", "d"}, "/c/d"},
+		{[]string{"a//", "b/../c"}, "a//b/../c"},
+	}
+	for _, tc := range tests {
+		if got := Join(tc.parts...); got != tc.want {
+			t.Errorf("Join(%q) = %q, want %q", tc.parts, got, tc.want)
+		}
+	}
+}
+
+func TestDirname(t *testing.T) {
+	for in, want := range map[string]string{"agent.conf": "", "/a/b/agent.conf": "/a/b", "/agent.conf": "/",
+		"a//agent.conf": "a", "//x": "//"} {
+		if got := Dirname(in); got != want {
+			t.Errorf("Dirname(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -85,21 +86,28 @@ func Parse(typ string, serialized []byte) (*Object, error) {
 	if !utf8.Valid(serialized) {
 		return nil, errkind.New(errkind.Value, "%s: serialized data is not valid UTF-8", typ)
 	}
-	var v any
+	// Decode once: an object straight into its fields, anything else (an error) into a value
+	// whose kind the error names. Syntax errors are the decoder's whatever the target.
+	o := &Object{typ: typ}
+	var other any
+	target := any(&other)
+	if t := bytes.TrimLeft(serialized, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		target = &o.fields
+	}
 	dec := json.NewDecoder(bytes.NewReader(serialized))
 	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	if err := dec.Decode(target); err != nil {
 		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, err)
 	}
-	if _, err := dec.Token(); err == nil {
+	_, err := dec.Token()
+	if err == nil {
 		return nil, errkind.New(errkind.Value, "%s: invalid JSON: extra data after the object", typ)
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, errkind.New(errkind.Type, "%s: want a JSON object, got %s", typ, jsonKind(v))
+	if o.fields == nil {
+		return nil, errkind.New(errkind.Type, "%s: want a JSON object, got %s", typ, jsonKind(other))
 	}
-	o := &Object{typ: typ}
-	if err := json.Unmarshal(serialized, &o.fields); err != nil {
-		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, err)
+	if err != io.EOF { // bytes after the object that are not JSON: the error Unmarshal gives for them
+		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, json.Unmarshal(serialized, new(any)))
 	}
 	return o, nil
 }
@@ -116,8 +124,6 @@ func jsonKind(v any) string {
 		return "a string"
 	case []any:
 		return "a list"
-	case map[string]any:
-		return "an object"
 	}
 	return fmt.Sprintf("%T", v)
 }

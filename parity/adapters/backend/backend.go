@@ -10,10 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
+	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	bk "github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
@@ -191,7 +191,7 @@ func runScenario(in harness.Input, client zk.Client) (any, error) {
 		if err := b.Settle(ctx); err != nil {
 			return nil, fmt.Errorf("step %d (%s): %w", i, st.op, err)
 		}
-		tree, err := dumpTree(ctx, client, "/"+bzid)
+		tree, err := utils.DumpTree(ctx, client, "/"+bzid)
 		if err != nil {
 			return nil, fmt.Errorf("step %d (%s): %w", i, st.op, err)
 		}
@@ -375,32 +375,4 @@ func (a args) serviceInfo(i int) (bk.ContainerServiceInfo, error) {
 		return info, &harness.InputError{Key: "plan", Msg: err.Error()}
 	}
 	return info, nil
-}
-
-// dumpTree maps every node under root (root included) to its data, as the goldens do.
-func dumpTree(ctx context.Context, c zk.Client, root string) (map[string]string, error) {
-	out := map[string]string{}
-	if st, err := c.Exists(ctx, root); err != nil || st == nil {
-		return out, err
-	}
-	var walk func(p string) error
-	walk = func(p string) error {
-		data, _, err := c.Get(ctx, p)
-		if err != nil {
-			return err
-		}
-		out[p] = string(data)
-		kids, err := c.Children(ctx, p)
-		if err != nil {
-			return err
-		}
-		sort.Strings(kids)
-		for _, k := range kids {
-			if err := walk(p + "/" + k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return out, walk(root)
 }

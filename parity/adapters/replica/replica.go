@@ -93,10 +93,11 @@ func register(c *harness.Ctx, in harness.Input) (any, error) {
 	}
 	out["replica_id_after"] = u.ReplicaID()
 	out["meta_keys"] = orEmpty(u.Paths())
-	tree, err := dumpTree(ctx, client)
+	tree, err := utils.DumpTree(ctx, client, "/")
 	if err != nil {
 		return nil, err
 	}
+	delete(tree, "/") // the goldens list the nodes below the root
 	out["tree_after_register"] = tree
 	return out, nil
 }
@@ -106,31 +107,6 @@ func orEmpty(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// dumpTree maps every node's path to its data.
-func dumpTree(ctx context.Context, client zk.Client) (map[string]string, error) {
-	out := map[string]string{}
-	var walk func(string) error
-	walk = func(p string) error {
-		names, err := client.Children(ctx, p)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			child := zk.Join(p, n)
-			data, _, err := client.Get(ctx, child)
-			if err != nil {
-				return err
-			}
-			out[child] = string(data)
-			if err := walk(child); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return out, walk("/")
 }
 
 func watch(c *harness.Ctx, in harness.Input) (any, error) {

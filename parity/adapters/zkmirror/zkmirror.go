@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -234,34 +235,11 @@ func pyBytes(b []byte) map[string]any {
 	return map[string]any{"utf8": string(b), "py_repr": pyfmt.BytesRepr(b), "hex": hex.EncodeToString(b)}
 }
 
-// dumpTree maps every node under root (root included) to its data as UTF-8.
+// dumpTree is utils.DumpTree bounded by 10 s.
 func dumpTree(c zk.Client, root string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tree := map[string]string{}
-	var walk func(p string) error
-	walk = func(p string) error {
-		data, _, err := c.Get(ctx, p)
-		if err != nil {
-			return fmt.Errorf("dump %s: %w", p, err)
-		}
-		tree[p] = string(data)
-		children, err := c.Children(ctx, p)
-		if err != nil {
-			return fmt.Errorf("dump %s: %w", p, err)
-		}
-		for _, ch := range children {
-			if err := walk(p + "/" + ch); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	st, err := c.Exists(ctx, root)
-	if err != nil || st == nil {
-		return tree, err
-	}
-	return tree, walk(root)
+	return utils.DumpTree(ctx, c, root)
 }
 
 // settleQuietly waits until nothing observable (the tree, the mirror, the queue) has changed for
