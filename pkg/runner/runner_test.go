@@ -13,6 +13,7 @@ import (
 	"time"
 
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/runner/tbevent"
 )
@@ -40,16 +41,10 @@ type scenario struct {
 // event file writer, are byte for byte the reference's event file, and read back with every CRC
 // verified.
 func TestWriteSummaryGoldenEventFile(t *testing.T) {
-	data, err := os.ReadFile(goldenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var g struct {
 		Scenarios []scenario `json:"scenarios"`
 	}
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
+	refcases.ReadJSON(t, goldenFile, &g)
 	var sc *scenario
 	for i := range g.Scenarios {
 		if g.Scenarios[i].Name == "write_summary" {

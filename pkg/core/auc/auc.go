@@ -74,20 +74,15 @@ func (s *Streaming) Update(labels, predictions []float32) error {
 			neg++
 		}
 	}
-	tp, fn, tn, fp := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
 	// posAbove: positives above threshold j = those whose k > j.
 	var posAbove, negAbove float32 = pos, neg
 	for j := range n {
 		posAbove -= posAt[j]
 		negAbove -= negAt[j]
-		tp[j], fn[j] = posAbove, pos-posAbove
-		fp[j], tn[j] = negAbove, neg-negAbove
-	}
-	for j := range n {
-		s.tp[j] += tp[j]
-		s.fn[j] += fn[j]
-		s.tn[j] += tn[j]
-		s.fp[j] += fp[j]
+		s.tp[j] += posAbove
+		s.fn[j] += pos - posAbove
+		s.fp[j] += negAbove
+		s.tn[j] += neg - negAbove
 	}
 	return nil
 }

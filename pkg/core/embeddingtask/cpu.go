@@ -2,6 +2,7 @@ package embeddingtask
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 
@@ -20,19 +21,9 @@ func (t *Task) ProcessFeaturesForCPUTest(ex *Example, rng *rand.Rand) (*Example,
 	if rng == nil {
 		return nil, errkind.New(errkind.Value, "cpu test features: nil random source")
 	}
-	out := &Example{Sparse: map[string]tensor.Sparse[int64]{}, Ragged: map[string]tensor.Ragged[int64]{}, Dense: map[string]tensor.Tensor{}}
-	for k, v := range ex.Ragged {
-		out.Ragged[k] = v
-	}
-	for k, v := range ex.Dense {
-		out.Dense[k] = v
-	}
-	names := make([]string, 0, len(ex.Sparse))
-	for k := range ex.Sparse {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	out := ex.Clone()
+	out.Sparse = map[string]tensor.Sparse[int64]{}
+	for _, name := range slices.Sorted(maps.Keys(ex.Sparse)) {
 		fc, ok := t.features[name]
 		if !ok {
 			return nil, errkind.New(errkind.NotFound, "cpu test features: no feature config for %q", name)

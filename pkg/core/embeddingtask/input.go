@@ -1,10 +1,9 @@
 package embeddingtask
 
 import (
-	"strings"
-
 	"github.com/monolith-go/monolith/pkg/core/tensor"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 // ModeTrain is tf.estimator.ModeKeys.TRAIN, the only mode create_input_fn supports.
@@ -78,7 +77,7 @@ func PlanInput(mode string, p Params, ip InputFnParams) (InputPlan, error) {
 		if p.Train.FileFolder == nil {
 			return InputPlan{}, errkind.New(errkind.Precondition, "p.train.file_folder must be defined if file_pattern is None.")
 		}
-		plan.FilePattern = pathJoin(*p.Train.FileFolder, p.Train.DateAndFileNameFormat)
+		plan.FilePattern = pathutil.Join(*p.Train.FileFolder, p.Train.DateAndFileNameFormat)
 		if p.Train.EndDate == nil {
 			return InputPlan{}, errkind.New(errkind.Precondition, "end_date in config or flag must be defined if file_pattern is None")
 		}
@@ -99,17 +98,6 @@ func PlanInput(mode string, p Params, ip InputFnParams) (InputPlan, error) {
 	}
 	plan.StoppingSignals = ip.EnableStoppingSignals != nil && *ip.EnableStoppingSignals
 	return plan, nil
-}
-
-// pathJoin is os.path.join of two parts.
-func pathJoin(a, b string) string {
-	switch {
-	case strings.HasPrefix(b, "/"):
-		return b
-	case a == "" || strings.HasSuffix(a, "/"):
-		return a + b
-	}
-	return a + "/" + b
 }
 
 // ShardFiles is Dataset.shard: the files at positions i with i mod numShards == index.

@@ -55,7 +55,6 @@ func New(ctx context.Context, p Params, dl Downloader, log *slog.Logger) (*Task,
 	if log == nil {
 		log = slog.Default()
 	}
-	p = p.Clone()
 	if p.VocabSizePerSlot != nil {
 		log.Info(fmt.Sprintf("Set fixed vocab_size: %d for all the slots.", *p.VocabSizePerSlot))
 	}

@@ -1,16 +1,16 @@
 package embeddingtask
 
 import (
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"strconv"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/core/tensor"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 type refConfigCase struct {
@@ -58,14 +58,8 @@ func str(p *string) string {
 
 // create_feature_and_table_config_dict on the reference's own FeatureSlot/FeatureColumn objects.
 func TestFeatureAndTableConfigsReference(t *testing.T) {
-	data, err := os.ReadFile("testdata/reference_configs.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cases []refConfigCase
-	if err := json.Unmarshal(data, &cases); err != nil {
-		t.Fatal(err)
-	}
+	refcases.ReadJSON(t, "testdata/reference_configs.json", &cases)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			p := DefaultParams()
@@ -443,7 +437,7 @@ func TestPlanInput(t *testing.T) {
 		}
 	}
 	for _, c := range [][3]string{{"a", "b", "a/b"}, {"a/", "b", "a/b"}, {"", "b", "b"}, {"a", "/b", "/b"}} {
-		if got := pathJoin(c[0], c[1]); got != c[2] {
+		if got := pathutil.Join(c[0], c[1]); got != c[2] {
 			t.Errorf("join %v = %s", c, got)
 		}
 	}

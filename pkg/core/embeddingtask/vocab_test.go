@@ -2,7 +2,6 @@ package embeddingtask
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -67,14 +67,8 @@ type refEmbeddingTask struct {
 
 func loadRef(t *testing.T) refEmbeddingTask {
 	t.Helper()
-	data, err := os.ReadFile("testdata/reference_embeddingtask.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r refEmbeddingTask
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	refcases.ReadJSON(t, "testdata/reference_embeddingtask.json", &r)
 	return r
 }
 

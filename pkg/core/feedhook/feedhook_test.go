@@ -2,11 +2,9 @@ package feedhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -37,14 +36,8 @@ type reference struct {
 // read_iteration_counts() sees every sent count up to STOP (join sends one).
 func TestQueueContextsReference(t *testing.T) {
 	leakcheck.Check(t)
-	data, err := os.ReadFile("testdata/reference_feedhook.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref reference
-	if err := json.Unmarshal(data, &ref); err != nil {
-		t.Fatal(err)
-	}
+	refcases.ReadJSON(t, "testdata/reference_feedhook.json", &ref)
 	if ref.Signals.NextBatch != SignalNextBatch || ref.Signals.Stop != SignalStop || ref.UserProvidedSignalName != UserProvidedSignalName {
 		t.Fatalf("constants: %+v", ref)
 	}

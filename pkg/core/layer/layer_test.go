@@ -1,14 +1,13 @@
 package layer
 
 import (
-	"encoding/json"
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/core/tensor"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
@@ -40,14 +39,8 @@ type reference struct {
 
 func loadReference(t *testing.T) reference {
 	t.Helper()
-	data, err := os.ReadFile("testdata/reference_layer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r reference
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	refcases.ReadJSON(t, "testdata/reference_layer.json", &r)
 	return r
 }
 

@@ -7,6 +7,7 @@ package tensor
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -117,14 +118,19 @@ func Zeros[T Elem](shape ...int) (*Dense[T], error) {
 func wrap[T Elem](data []T, shape []int) *Dense[T] { return &Dense[T]{shape: shape, data: data} }
 
 func numElements(shape []int) (int, error) {
+	if slices.ContainsFunc(shape, func(d int) bool { return d < 0 }) {
+		return 0, errkind.New(errkind.Value, "tensor: negative dimension in shape %s", ShapeString(shape))
+	}
+	return product(shape), nil
+}
+
+// product is the number of elements of valid dimensions.
+func product(dims []int) int {
 	n := 1
-	for _, d := range shape {
-		if d < 0 {
-			return 0, errkind.New(errkind.Value, "tensor: negative dimension in shape %s", ShapeString(shape))
-		}
+	for _, d := range dims {
 		n *= d
 	}
-	return n, nil
+	return n
 }
 
 func (t *Dense[T]) isTensor() {}
@@ -154,9 +160,7 @@ func (t *Dense[T]) Reshape(shape ...int) (*Dense[T], error) {
 }
 
 func (t *Dense[T]) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "tensor(%s, shape=%s, %v)", DTypeOf[T](), ShapeString(t.shape), t.data)
-	return b.String()
+	return fmt.Sprintf("tensor(%s, shape=%s, %v)", DTypeOf[T](), ShapeString(t.shape), t.data)
 }
 
 // ShapeString formats a shape as TF's TensorShape prints: (), (3,), (2, 3).

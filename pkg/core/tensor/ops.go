@@ -117,13 +117,7 @@ func ConcatDense[T Elem](ts []*Dense[T], axis int) (*Dense[T], error) {
 		}
 		shape[axis] += t.shape[axis]
 	}
-	outer, inner := 1, 1
-	for _, d := range shape[:axis] {
-		outer *= d
-	}
-	for _, d := range shape[axis+1:] {
-		inner *= d
-	}
+	outer, inner := product(shape[:axis]), product(shape[axis+1:])
 	data := make([]T, 0, outer*shape[axis]*inner)
 	for o := range outer {
 		for _, t := range ts {
@@ -183,13 +177,7 @@ func SplitDense[T Elem](t *Dense[T], sizes []int, axis int) ([]*Dense[T], error)
 	if total != t.shape[axis] {
 		return nil, errkind.New(errkind.Value, "tensor: split sizes %v do not add up to dimension %d of shape %s", sizes, axis, ShapeString(t.shape))
 	}
-	outer, inner := 1, 1
-	for _, d := range t.shape[:axis] {
-		outer *= d
-	}
-	for _, d := range t.shape[axis+1:] {
-		inner *= d
-	}
+	outer, inner := product(t.shape[:axis]), product(t.shape[axis+1:])
 	out := make([]*Dense[T], len(sizes))
 	offset := 0
 	for i, s := range sizes {
@@ -224,7 +212,7 @@ func Slice[T Elem](t *Dense[T], begin, size []int) (*Dense[T], error) {
 		}
 		shape[d] = s
 	}
-	n, _ := numElements(shape)
+	n := product(shape)
 	data := make([]T, 0, n)
 	idx := make([]int, rank)
 	for range n {
@@ -271,10 +259,7 @@ func Repeat[T Elem](t *Dense[T], n, axis int) (*Dense[T], error) {
 	}
 	shape := append([]int{}, t.shape...)
 	shape[axis] *= n
-	inner := 1
-	for _, d := range t.shape[axis+1:] {
-		inner *= d
-	}
+	inner := product(t.shape[axis+1:])
 	data := make([]T, 0, len(t.data)*n)
 	for start := 0; start < len(t.data); start += inner {
 		for range n {
@@ -290,15 +275,15 @@ func Cast[T Elem](t Tensor) (*Dense[T], error) {
 	if t == nil {
 		return nil, errNil("cast")
 	}
-	f := Float64s(t)
-	out := make([]T, len(f))
-	for i, v := range f {
-		out[i] = fromFloat64[T](v)
-	}
-	// Integer values beyond float64's exact range keep their bits through the int64 path.
+	out := make([]T, t.Size())
 	if x, ok := t.(*Dense[int64]); ok {
+		// Integer values beyond float64's exact range keep their bits through the int64 path.
 		for i, v := range x.data {
 			out[i] = fromInt64[T](v)
+		}
+	} else {
+		for i, v := range Float64s(t) {
+			out[i] = fromFloat64[T](v)
 		}
 	}
 	return wrap(out, t.Shape()), nil

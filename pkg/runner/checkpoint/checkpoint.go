@@ -20,23 +20,11 @@ import (
 
 	tftraining "github.com/monolith-go/monolith/gen/pb/tensorflow/python/training"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 // StateFile is the name of the CheckpointState file in a checkpoint directory.
 const StateFile = "checkpoint"
-
-// pyJoin joins as Python's os.path.join(dir, p) does: an absolute p replaces dir, nothing is
-// cleaned, so paths read back are the reference's strings.
-func pyJoin(dir, p string) string {
-	switch {
-	case strings.HasPrefix(p, "/"):
-		return p
-	case dir == "" || strings.HasSuffix(dir, "/"):
-		return dir + p
-	default:
-		return dir + "/" + p
-	}
-}
 
 // ReadState is tf.train.get_checkpoint_state(dir): the CheckpointState in dir/checkpoint with
 // relative paths joined to dir, or nil when there is no such file. As in TensorFlow, a file that
@@ -46,7 +34,7 @@ func ReadState(dir string, log *slog.Logger) (*tftraining.CheckpointState, error
 	if log == nil {
 		log = slog.Default()
 	}
-	file := pyJoin(dir, StateFile)
+	file := pathutil.Join(dir, StateFile)
 	data, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -63,9 +51,9 @@ func ReadState(dir string, log *slog.Logger) (*tftraining.CheckpointState, error
 	if st.ModelCheckpointPath == "" {
 		return nil, errkind.New(errkind.Value, "Invalid checkpoint state loaded from %s", dir)
 	}
-	st.ModelCheckpointPath = pyJoin(dir, st.ModelCheckpointPath)
+	st.ModelCheckpointPath = pathutil.Join(dir, st.ModelCheckpointPath)
 	for i, p := range st.AllModelCheckpointPaths {
-		st.AllModelCheckpointPaths[i] = pyJoin(dir, p)
+		st.AllModelCheckpointPaths[i] = pathutil.Join(dir, p)
 	}
 	return st, nil
 }

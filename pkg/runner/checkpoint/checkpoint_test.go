@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 func write(t *testing.T, path, content string) {
@@ -101,8 +102,8 @@ func TestPyJoin(t *testing.T) {
 		{"/m", "/x/a", "/x/a"},
 		{"/m/./n", "../a", "/m/./n/../a"},
 	} {
-		if got := pyJoin(tc.dir, tc.p); got != tc.want {
-			t.Errorf("pyJoin(%q, %q) = %q, want %q", tc.dir, tc.p, got, tc.want)
+		if got := pathutil.Join(tc.dir, tc.p); got != tc.want {
+			t.Errorf("pathutil.Join(%q, %q) = %q, want %q", tc.dir, tc.p, got, tc.want)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -89,12 +88,11 @@ func Files(logdir string) ([]string, error) {
 		return nil, fmt.Errorf("tbevent: %w", err)
 	}
 	var out []string
-	for _, e := range entries {
+	for _, e := range entries { // os.ReadDir sorts by name
 		if !e.IsDir() && strings.Contains(e.Name(), "tfevents") {
 			out = append(out, filepath.Join(logdir, e.Name()))
 		}
 	}
-	sort.Strings(out)
 	return out, nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
 	tfutil "github.com/monolith-go/monolith/gen/pb/tensorflow/core/util"
+	"github.com/monolith-go/monolith/internal/refcases"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/tfrecord"
 )
@@ -73,14 +74,8 @@ type goldenMeta struct {
 
 func loadGolden(t testing.TB) golden {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var g golden
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
+	refcases.ReadJSON(t, filepath.Join("testdata", "golden.json"), &g)
 	if len(g.Scenarios) == 0 {
 		t.Fatal("golden.json has no scenarios")
 	}
