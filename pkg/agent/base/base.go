@@ -7,10 +7,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 // Paths of the serving binaries on a serving host.
@@ -70,20 +70,11 @@ func CmdAndPort(c *agentconf.AgentConfig, o CmdOptions) (string, int, error) {
 		return "", 0, errkind.New(errkind.Runtime, "proxy command: no entry port assigned under deploy type %s", c.Deploy)
 	}
 	cmd := fmt.Sprintf("%s --port=%d --grpc_target=localhost:%d", o.ProxyBinary, *c.ProxyPort, *c.TFSEntryPort)
-	proxyConf := joinPath(o.ConfPath, ProxyConfName)
+	proxyConf := pathutil.Join(o.ConfPath, ProxyConfName)
 	if _, err := os.Stat(proxyConf); err == nil {
 		cmd += " --conf_file=" + proxyConf
 	}
 	return cmd + " &", *c.ProxyPort, nil
-}
-
-// joinPath is os.path.join(dir, name) for a relative name: the command line keeps the directory
-// as configured (filepath.Join would clean it).
-func joinPath(dir, name string) string {
-	if strings.HasSuffix(dir, "/") {
-		return dir + name
-	}
-	return dir + "/" + name
 }
 
 // Agent is what the agent command runs (the reference's AgentBase): agent v1, which supervises the

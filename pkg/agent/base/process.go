@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 // ServingLog is the file a serving process's output is appended to: {Prefix}_{name} in the
@@ -20,17 +21,9 @@ type ServingLog struct {
 
 // Path is the log file's path, spelled as the reference's os.path calls spell it.
 func (l ServingLog) Path() string {
-	// os.path.dirname / basename split at the last '/'; dirname drops trailing slashes.
-	i := strings.LastIndexByte(l.TFSLog, '/')
-	dir, base := l.TFSLog[:i+1], l.TFSLog[i+1:]
-	if trimmed := strings.TrimRight(dir, "/"); trimmed != "" {
-		dir = trimmed
-	}
-	name := l.Prefix + "_" + base
-	if dir == "" {
-		return name
-	}
-	return joinPath(dir, name)
+	// os.path.basename is what follows the last '/'.
+	name := l.Prefix + "_" + l.TFSLog[strings.LastIndexByte(l.TFSLog, '/')+1:]
+	return pathutil.Join(pathutil.Dirname(l.TFSLog), name)
 }
 
 // Open opens the log for appending, creating it if needed (Python's open(path, 'a')).

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelmgr"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
 // Environment variables of the dense multi-process mode.
@@ -241,7 +241,8 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 		}
 		log.Info("dense service process", "replica_id", conf.ReplicaID, "tfs_log", tfsLog)
 	}
-	agent, err := o.Registry.New(Params{Config: conf, ConfPath: pyDirname(o.ConfFile), TFSLog: tfsLog, Metrics: o.Metrics, Logger: log})
+	confPath := pathutil.Dirname(o.ConfFile)
+	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log})
 	if err != nil {
 		if isConfigKind(err) {
 			return &ConfigError{err}
@@ -270,7 +271,7 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 		return fmt.Errorf("%w: %w", ErrModelManager, err)
 	}
 
-	var src agentstatus.Source = &basicSource{conf: conf, tfsLog: tfsLog, confPath: pyDirname(o.ConfFile)}
+	var src agentstatus.Source = &basicSource{conf: conf, tfsLog: tfsLog, confPath: confPath}
 	if s, ok := agent.(agentstatus.Source); ok {
 		src = s
 	}
@@ -335,17 +336,6 @@ func offsetPort(addr string, i int) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(p+i)), nil
 }
 
-// pyDirname is os.path.dirname: "" for a bare file name, trailing slashes of the head removed
-// unless it is all slashes.
-func pyDirname(p string) string {
-	i := strings.LastIndexByte(p, '/')
-	head := p[:i+1]
-	if t := strings.TrimRight(head, "/"); t != "" {
-		head = t
-	}
-	return head
-}
-
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -373,26 +363,11 @@ func (b *basicSource) setRunning(r bool) {
 }
 
 func (b *basicSource) Status(context.Context) agentstatus.Report {
-	c := b.conf
-	shard, _ := c.ShardID()
+	r := agentstatus.NewReport(b.conf, b.confPath, b.tfsLog, "UNKNOWN")
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	num, rid := 1, -1
-	if c.NumShard != nil {
-		num = *c.NumShard
-	}
-	if c.ReplicaID != nil {
-		rid = *c.ReplicaID
-	}
-	return agentstatus.Report{
-		Agent: agentstatus.AgentSummary{Version: c.AgentVersion, DeployType: string(c.Deploy), Bzid: deref(c.Bzid),
-			BaseName: deref(c.BaseName), ShardID: shard, NumShard: num, ReplicaID: rid, ConfPath: b.confPath,
-			TFSLog: b.tfsLog, StartedAt: b.startedAt, Running: b.running},
-		ZooKeeper: agentstatus.ZKSummary{Servers: deref(c.ZKServers), State: "UNKNOWN"},
-		Models:    []agentstatus.ModelStatus{},
-		Bound:     []string{},
-		Bindings:  map[string]map[string][]string{},
-	}
+	r.Agent.StartedAt, r.Agent.Running = b.startedAt, b.running
+	return r
 }
 
 func (b *basicSource) Healthy() error {

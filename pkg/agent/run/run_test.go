@@ -353,12 +353,6 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestPaths(t *testing.T) {
-	for in, want := range map[string]string{"agent.conf": "", "/a/b/agent.conf": "/a/b", "/agent.conf": "/",
-		"a//agent.conf": "a", "//x": "//"} {
-		if got := pyDirname(in); got != want {
-			t.Errorf("pyDirname(%q) = %q, want %q", in, got, want)
-		}
-	}
 	for _, tc := range []struct {
 		addr string
 		i    int

@@ -3,6 +3,7 @@ package agentstatus
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,14 +119,7 @@ func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 }
 
 // shortMethod is "HeartBeat" for "/monolith.serving.agent_service.AgentService/HeartBeat".
-func shortMethod(full string) string {
-	for i := len(full) - 1; i >= 0; i-- {
-		if full[i] == '/' {
-			return full[i+1:]
-		}
-	}
-	return full
-}
+func shortMethod(full string) string { return full[strings.LastIndexByte(full, '/')+1:] }
 
 // ObserveReload records one TF Serving reload and how long it took.
 func (m *Metrics) ObserveReload(d time.Duration, err error) {

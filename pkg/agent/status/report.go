@@ -12,6 +12,8 @@ package agentstatus
 import (
 	"context"
 	"time"
+
+	"github.com/monolith-go/monolith/pkg/agentconf"
 )
 
 // Report is the agent's state as /status serves it. Agents fill what applies to them; empty parts
@@ -32,6 +34,36 @@ type Report struct {
 	Bindings map[string]map[string][]string `json:"bindings"`
 	// LastReload is the last model server config sent to TF Serving.
 	LastReload *ReloadSummary `json:"last_reload,omitempty"`
+}
+
+// NewReport is the part of an agent's Report that c and the agent's paths give: c's identity in
+// Agent (num_shard 1 and replica_id -1 when unset), its zk_servers with state zkState, and no
+// models, bound saved models or bindings yet.
+func NewReport(c *agentconf.AgentConfig, confPath, tfsLog, zkState string) Report {
+	shard, _ := c.ShardID()
+	return Report{
+		Agent: AgentSummary{Version: c.AgentVersion, DeployType: string(c.Deploy), Bzid: deref(c.Bzid),
+			BaseName: deref(c.BaseName), ShardID: shard, NumShard: derefInt(c.NumShard, 1),
+			ReplicaID: derefInt(c.ReplicaID, -1), ConfPath: confPath, TFSLog: tfsLog},
+		ZooKeeper: ZKSummary{Servers: deref(c.ZKServers), State: zkState},
+		Models:    []ModelStatus{},
+		Bound:     []string{},
+		Bindings:  map[string]map[string][]string{},
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefInt(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // AgentSummary is the agent's configuration and identity.

@@ -37,7 +37,6 @@ type ProcessMgr struct {
 
 	mu      sync.Mutex
 	nodes   []*ProcessNode
-	all     []*ProcessNode
 	started bool
 	killed  bool
 	err     error
@@ -79,8 +78,7 @@ func (m *ProcessMgr) Start(ctx context.Context) error {
 		return errkind.New(errkind.Runtime, "process manager: already started or killed")
 	}
 	m.started = true
-	m.all = Flatten(m.nodes...)
-	nodes, all := append([]*ProcessNode(nil), m.nodes...), m.all
+	nodes, all := append([]*ProcessNode(nil), m.nodes...), Flatten(m.nodes...)
 	m.mu.Unlock()
 
 	for _, n := range all {

@@ -239,7 +239,7 @@ func newAgent(conf *agentconf.AgentConfig, opts Options) (*Agent, error) {
 	a.info = backend.ContainerServiceInfo{GRPC: &grpcAddr, HTTP: &httpAddr, Archon: &archon, Agent: &agent,
 		IDC: conf.IDC(), DebugInfo: &debug}
 	a.life, a.endLife = context.WithCancel(context.Background())
-	a.layout = agentstatus.LayoutSummary{Path: layoutPath, Filters: nonNil(filters.Strings()), Entries: []agentstatus.LayoutEntry{}}
+	a.layout = agentstatus.LayoutSummary{Path: layoutPath, Filters: filters.Strings(), Entries: []agentstatus.LayoutEntry{}}
 
 	if a.configFile, err = writeEmptyConfig(opts.ModelConfigDir); err != nil {
 		return nil, err
@@ -250,13 +250,6 @@ func newAgent(conf *agentconf.AgentConfig, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // DebugInfo is the service info's debug_info: json.dumps({'layout_path': ..., 'layout_filters':
@@ -278,17 +271,11 @@ func DebugInfo(layoutPath string, filters filter.Set) string {
 
 // writeEmptyConfig creates the model config file holding no model.
 func writeEmptyConfig(dir string) (string, error) {
-	f, err := os.CreateTemp(dir, "model_server_config_*.pbtxt")
+	name, err := writeTemp(dir, "model_server_config_*.pbtxt", EmptyModelConfig)
 	if err != nil {
-		return "", fmt.Errorf("agent v3: model config file: %w", err)
+		return "", fmt.Errorf("agent v3: %w", err)
 	}
-	_, werr := f.WriteString(EmptyModelConfig)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("agent v3: model config file: %w", err)
-	}
-	return f.Name(), nil
+	return name, nil
 }
 
 func (a *Agent) prepareTFS() error {
@@ -446,7 +433,7 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	// The first report is made here so the service info exists once Start returns.
 	a.reportServiceInfo(ctx)
-	a.every(bg, a.opts.ReportInterval, false, a.reportServiceInfo)
+	a.every(bg, a.opts.ReportInterval, a.reportServiceInfo)
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.syncLoop(bg) }()
 	if err := be.RegisterLayoutCallback(ctx, a.layoutPath, a.LayoutUpdate); err != nil {
@@ -469,15 +456,11 @@ func (a *Agent) connectZK(ctx context.Context) (zk.Client, error) {
 	return c, nil
 }
 
-// every runs fn every interval until ctx ends (start_bg_thread); first says whether it also runs
-// at once.
-func (a *Agent) every(ctx context.Context, interval time.Duration, first bool, fn func(context.Context)) {
+// every runs fn every interval until ctx ends (start_bg_thread).
+func (a *Agent) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if first {
-			fn(ctx)
-		}
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
@@ -764,19 +747,28 @@ func (a *Agent) stop(ctx context.Context) error {
 // writeConfigFile replaces the model config file atomically (a temp file renamed over it), so TF
 // Serving's poll never reads a half-written config.
 func writeConfigFile(path, text string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	tmp, err := writeTemp(filepath.Dir(path), filepath.Base(path)+".tmp*", text)
 	if err != nil {
-		return fmt.Errorf("model config file: %w", err)
+		return err
 	}
-	_, werr := f.WriteString(text)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("model config file: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("model config file: %w", err)
 	}
 	return nil
+}
+
+// writeTemp creates a file in dir (os.CreateTemp's pattern) holding text and returns its path; on
+// failure nothing is left behind.
+func writeTemp(dir, pattern, text string) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", fmt.Errorf("model config file: %w", err)
+	}
+	_, werr := f.WriteString(text)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("model config file: %w", err)
+	}
+	return f.Name(), nil
 }

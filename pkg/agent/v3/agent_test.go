@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -236,7 +237,7 @@ func testScenario(t *testing.T, r rig) {
 		s, _ := r.ctl.Exists(ctx, "/gip/container_service/"+a.Container().String())
 		return len(b) == 0 && s == nil
 	})
-	if ok, _ := fileExists(file); ok {
+	if _, err := os.Stat(file); err == nil {
 		t.Errorf("model config file %s left behind", file)
 	}
 }

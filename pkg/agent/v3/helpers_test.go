@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -60,17 +59,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMain(m *testing.M) { faketfsbin.Main(m) }
-
-func fileExists(path string) (bool, error) {
-	_, err := os.Stat(path)
-	if err == nil {
-		return true, nil
-	}
-	if os.IsNotExist(err) {
-		return false, nil
-	}
-	return false, err
-}
 
 // scrape returns m's metrics in the Prometheus text format, as /metrics serves them.
 func scrape(t *testing.T, m *agentstatus.Metrics) string {

@@ -15,18 +15,8 @@ var _ agentstatus.Source = (*Agent)(nil)
 // Status implements agentstatus.Source: the configuration, the ZooKeeper connection, the layout,
 // TF Serving's models with their states (read now, within ctx), the bindings and the last reload.
 func (a *Agent) Status(ctx context.Context) agentstatus.Report {
-	c := a.conf
-	shard, _ := c.ShardID()
-	r := agentstatus.Report{
-		Agent: agentstatus.AgentSummary{
-			Version: c.AgentVersion, DeployType: string(c.Deploy), Bzid: deref(c.Bzid), BaseName: deref(c.BaseName),
-			Container: a.container.String(), ShardID: shard, NumShard: derefInt(c.NumShard, 1), ReplicaID: derefInt(c.ReplicaID, -1),
-			ConfPath: a.opts.ConfPath, TFSLog: a.opts.TFSLog, ModelConfigFile: a.configFile, Addresses: a.addrs,
-		},
-		ZooKeeper: agentstatus.ZKSummary{Servers: deref(c.ZKServers), State: "NOT_STARTED"},
-		Models:    []agentstatus.ModelStatus{},
-		Bindings:  map[string]map[string][]string{},
-	}
+	r := agentstatus.NewReport(a.conf, a.opts.ConfPath, a.opts.TFSLog, "NOT_STARTED")
+	r.Agent.Container, r.Agent.ModelConfigFile, r.Agent.Addresses = a.container.String(), a.configFile, a.addrs
 	a.mu.Lock()
 	r.Agent.StartedAt = a.startedAt
 	r.Agent.Running = a.started && !a.stopped
@@ -84,18 +74,4 @@ func (a *Agent) Healthy() error {
 		return errkind.New(errkind.Runtime, "tf serving exited with code %d", code)
 	}
 	return nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func derefInt(p *int, def int) int {
-	if p == nil {
-		return def
-	}
-	return *p
 }
