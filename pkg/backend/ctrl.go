@@ -119,14 +119,17 @@ func (b *ZKBackend) BzidInfo(ctx context.Context) (BzidInfo, error) {
 		m := model(name)
 		total := len(subs)
 		m.SubGraphsTotal = &total
-		for _, sg := range subs {
-			data, ok, err := b.getNode(ctx, root+"/saved_models/"+name+"/"+sg)
-			if err != nil {
-				return BzidInfo{}, wrapErr("bzid info", err)
+		paths := make([]string, len(subs))
+		for i, sg := range subs {
+			paths[i] = root + "/saved_models/" + name + "/" + sg
+		}
+		for i, r := range b.getNodes(ctx, paths) {
+			if r.err != nil {
+				return BzidInfo{}, wrapErr("bzid info", r.err)
 			}
-			if ok {
-				cfg := string(data)
-				m.SubGraphs[sg] = SubGraphInfo{DeployConfig: &cfg}
+			if r.ok {
+				cfg := string(r.data)
+				m.SubGraphs[subs[i]] = SubGraphInfo{DeployConfig: &cfg}
 			}
 		}
 		info.Models[name] = m
@@ -137,19 +140,22 @@ func (b *ZKBackend) BzidInfo(ctx context.Context) (BzidInfo, error) {
 	if err != nil {
 		return BzidInfo{}, err
 	}
-	for _, name := range containers {
-		cluster, id, ok := splitContainer(name)
+	paths := make([]string, len(containers))
+	for i, name := range containers {
+		paths[i] = root + "/container_service/" + name
+	}
+	for i, r := range b.getNodes(ctx, paths) {
+		cluster, id, ok := splitContainer(containers[i])
 		if !ok {
-			b.log.Error("container_service child is not cluster:id; skipped", "child", name)
+			b.log.Error("container_service child is not cluster:id; skipped", "child", containers[i])
 			continue
 		}
-		data, ok, err := b.getNode(ctx, root+"/container_service/"+name)
-		if err != nil {
-			return BzidInfo{}, wrapErr("bzid info", err)
+		if r.err != nil {
+			return BzidInfo{}, wrapErr("bzid info", r.err)
 		}
-		if ok {
+		if r.ok {
 			c := container(cluster, id)
-			si := string(data)
+			si := string(r.data)
 			c.ServiceInfo = &si
 			info.Containers[cluster][id] = c
 		}
@@ -183,21 +189,19 @@ func (b *ZKBackend) BzidInfo(ctx context.Context) (BzidInfo, error) {
 		}
 		m := model(name)
 		for _, bd := range binds {
-			parts := strings.Split(bd, ":")
-			if len(parts) < 3 {
-				b.log.Error("binding is not sub_graph:cluster:id; skipped", "model", name, "child", bd)
+			sg, cn, ok := b.parseBinding(name, bd)
+			if !ok {
 				continue
 			}
-			sg, cluster, id := parts[0], parts[1], parts[2]
 			s := m.SubGraphs[sg]
 			if s.Bindings == nil {
 				m.SubGraphsAvailable++
 			}
-			s.Bindings = append(s.Bindings, cluster+":"+id)
+			s.Bindings = append(s.Bindings, cn.String())
 			m.SubGraphs[sg] = s
-			c := container(cluster, id)
+			c := container(cn.Cluster, cn.ID)
 			c.SavedModels = append(c.SavedModels, name+":"+sg)
-			info.Containers[cluster][id] = c
+			info.Containers[cn.Cluster][cn.ID] = c
 			info.Models[name] = m
 		}
 	}

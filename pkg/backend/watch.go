@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -43,12 +42,9 @@ func (b *ZKBackend) onBinding(e *watchEntry, model string, children []string) bo
 	}
 	var binds []bound
 	for _, child := range children {
-		parts := strings.Split(child, ":")
-		if len(parts) < 3 {
-			b.log.Error("binding is not sub_graph:cluster:id; skipped", "model", model, "child", child)
-			continue
+		if sub, c, ok := b.parseBinding(model, child); ok {
+			binds = append(binds, bound{child, sub, c})
 		}
-		binds = append(binds, bound{child, parts[0], Container{Cluster: parts[1], ID: parts[2]}})
 	}
 	paths := make([]string, len(binds))
 	for i, bd := range binds {

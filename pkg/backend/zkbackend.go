@@ -457,6 +457,17 @@ func (b *ZKBackend) bindingPath(sm SavedModel, c Container) string {
 	return "/" + b.bzid + "/binding/" + sm.ModelName + "/" + sm.SubGraph + ":" + c.String()
 }
 
+// parseBinding reads a binding node name "sub_graph:cluster:id[:...]" of model as the reference
+// does (split(":")); a name with fewer fields is logged and not ok.
+func (b *ZKBackend) parseBinding(model, name string) (subGraph string, c Container, ok bool) {
+	parts := strings.Split(name, ":")
+	if len(parts) < 3 {
+		b.log.Error("binding is not sub_graph:cluster:id; skipped", "model", model, "child", name)
+		return "", Container{}, false
+	}
+	return parts[0], Container{Cluster: parts[1], ID: parts[2]}, true
+}
+
 func (b *ZKBackend) bindingWatchPath(model string) string {
 	return "/" + b.bzid + "/binding/" + model
 }

@@ -83,10 +83,7 @@ func (w *Watcher) matches(t *taskEntry, st string, task int, dc *DC) bool {
 			return false
 		}
 	}
-	if w.conf.DCAware && dc != nil {
-		return z.IDC != nil && z.Cluster != nil && *z.IDC == dc.IDC && *z.Cluster == dc.Cluster
-	}
-	return true
+	return !w.conf.DCAware || dc == nil || z.ShipIn(&dc.IDC, &dc.Cluster)
 }
 
 // address is the replica's address in the watcher's kind and family; "" when it has none (the

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -137,57 +139,25 @@ func (w *Watcher) applyLocked(sc *scan, touched map[string]struct{}) {
 // parallel.
 func (w *Watcher) scan(ctx context.Context) (*scan, error) {
 	sc := &scan{replicas: map[string]scanned{}}
-	var tasks []string
+	tasks, err := w.childPaths(ctx, []string{w.prefix}, nil)
+	if err != nil {
+		return nil, err
+	}
 	if w.conf.DCAware {
-		ics, err := w.children(ctx, w.prefix)
-		if err != nil {
+		// The prefix's children are the idc:cluster paths; the tasks are one level down.
+		sc.parents, sc.nIDC = tasks, len(tasks)
+		if tasks, err = w.childPaths(ctx, sc.parents, nil); err != nil {
 			return nil, err
-		}
-		for _, ic := range ics {
-			sc.parents = append(sc.parents, w.prefix+"/"+ic)
-		}
-		sc.nIDC = len(sc.parents)
-		lists := make([][]string, len(ics))
-		err = parallel(ctx, len(ics), w.opts.Parallelism, func(ctx context.Context, i int) error {
-			var err error
-			lists[i], err = w.children(ctx, sc.parents[i])
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		for i, l := range lists {
-			for _, t := range l {
-				tasks = append(tasks, sc.parents[i]+"/"+t)
-			}
-		}
-	} else {
-		ts, err := w.children(ctx, w.prefix)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range ts {
-			tasks = append(tasks, w.prefix+"/"+t)
 		}
 	}
 	sc.parents = append(sc.parents, tasks...)
 
-	lists := make([][]string, len(tasks))
-	err := parallel(ctx, len(tasks), w.opts.Parallelism, func(ctx context.Context, i int) error {
-		var err error
-		lists[i], err = w.children(ctx, tasks[i])
-		return err
+	paths, err := w.childPaths(ctx, tasks, func(name string) bool {
+		_, ok := replicaKey(name)
+		return ok
 	})
 	if err != nil {
 		return nil, err
-	}
-	var paths []string
-	for i, l := range lists {
-		for _, name := range l {
-			if _, ok := replicaKey(name); ok {
-				paths = append(paths, tasks[i]+"/"+name)
-			}
-		}
 	}
 	var mu sync.Mutex
 	err = parallel(ctx, len(paths), w.opts.Parallelism, func(ctx context.Context, i int) error {
@@ -220,6 +190,29 @@ func (w *Watcher) scan(ctx context.Context) (*scan, error) {
 	return sc, nil
 }
 
+// childPaths lists the children of parents in parallel and returns their paths, parent by parent,
+// leaving out the names keep rejects (none when keep is nil).
+func (w *Watcher) childPaths(ctx context.Context, parents []string, keep func(name string) bool) ([]string, error) {
+	lists := make([][]string, len(parents))
+	err := parallel(ctx, len(parents), w.opts.Parallelism, func(ctx context.Context, i int) error {
+		var err error
+		lists[i], err = w.children(ctx, parents[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, names := range lists {
+		for _, name := range names {
+			if keep == nil || keep(name) {
+				out = append(out, parents[i]+"/"+name)
+			}
+		}
+	}
+	return out, nil
+}
+
 // children lists path's children; a missing node has none.
 func (w *Watcher) children(ctx context.Context, path string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
@@ -235,37 +228,19 @@ func (w *Watcher) children(ctx context.Context, path string) ([]string, error) {
 }
 
 // parallel runs fn(ctx, 0..n-1), at most limit at a time, and returns the first error (the
-// others are cancelled) or ctx's.
+// others are cancelled and the rest is not started) or ctx's.
 func parallel(ctx context.Context, n, limit int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	fail := func(err error) {
-		once.Do(func() {
-			first = err
-			cancel()
-		})
-	}
-loop:
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			fail(ctx.Err())
-			break loop
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	early := false
+	for i := range n {
+		if early = gctx.Err() != nil; early {
+			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := fn(ctx, i); err != nil {
-				fail(err)
-			}
-		}()
+		g.Go(func() error { return fn(gctx, i) })
 	}
-	wg.Wait()
-	return first
+	if err := g.Wait(); err != nil || !early {
+		return err
+	}
+	return ctx.Err() // stopped by ctx, not by fn
 }

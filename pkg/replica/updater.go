@@ -64,17 +64,17 @@ type UpdaterOptions struct {
 // a ReplicaMeta) and keeps their stat equal to what TF Serving reports (the reference's
 // ReplicaUpdater).
 type Updater struct {
-	zk       zk.Client
-	conf     *agentconf.AgentConfig
-	prefix   string
-	shardID  int
-	numShard int
-	opts     UpdaterOptions
-	log      *slog.Logger
-	status   StatusSource
-	monitor  *tfs.Monitor // owned: built here, connected by Start
-	paused   atomic.Bool  // the reference's _should_update == False
-	kick     chan struct{}
+	zk      zk.Client
+	conf    *agentconf.AgentConfig
+	prefix  string
+	shardID int
+	psTasks []int // the PS tasks of this shard (agentconf's ServerSchedule), when it serves PS
+	opts    UpdaterOptions
+	log     *slog.Logger
+	status  StatusSource
+	monitor *tfs.Monitor // owned: built here, connected by Start
+	paused  atomic.Bool  // the reference's _should_update == False
+	kick    chan struct{}
 
 	// nodeLocks serialize the writes of one node by Register and by status updates, so an update
 	// read before a re-registration cannot overwrite it.
@@ -104,14 +104,6 @@ func NewUpdater(client zk.Client, conf *agentconf.AgentConfig, opts UpdaterOptio
 	if err != nil {
 		return nil, fmt.Errorf("replica updater: %w", err)
 	}
-	numShard := 1
-	if conf.NumShard != nil {
-		numShard = *conf.NumShard
-	}
-	servesPS := conf.Deploy == agentconf.DeployMixed || conf.Deploy == agentconf.ServerPS
-	if servesPS && conf.NumPS > 0 && numShard <= 0 {
-		return nil, errkind.New(errkind.Value, "replica updater: num_shard %d: must be positive", numShard)
-	}
 	if opts.Env == nil {
 		opts.Env = conf.LookupEnv
 	}
@@ -134,9 +126,19 @@ func NewUpdater(client zk.Client, conf *agentconf.AgentConfig, opts UpdaterOptio
 		opts.Logger = slog.Default()
 	}
 	u := &Updater{
-		zk: client, conf: conf, prefix: prefix, shardID: shard, numShard: numShard, opts: opts,
+		zk: client, conf: conf, prefix: prefix, shardID: shard, opts: opts,
 		log: opts.Logger.With("component", "replica_updater"), status: opts.Status, kick: make(chan struct{}, 1),
 		meta: map[string]datadef.ReplicaMeta{}, versions: newVersionState(),
+	}
+	if u.servesPS() && conf.NumPS > 0 {
+		// The tasks i with i % num_shard == shard_id, as the model server config schedules them.
+		schedule, err := conf.ServerSchedule(agentconf.ServerPS)
+		if err != nil {
+			return nil, fmt.Errorf("replica updater: %w", err)
+		}
+		for _, i := range schedule {
+			u.psTasks = append(u.psTasks, *i)
+		}
 	}
 	if conf.ReplicaID != nil {
 		u.replicaID = *conf.ReplicaID
@@ -175,31 +177,12 @@ func (u *Updater) servesDense() bool {
 	return u.conf.DenseAlone && (u.conf.Deploy == agentconf.DeployMixed || u.conf.Deploy == agentconf.ServerDense)
 }
 
-// psTasks are the PS tasks of this shard: i % num_shard == shard_id.
-func (u *Updater) psTasks() []int {
-	var out []int
-	for i := 0; i < u.conf.NumPS; i++ {
-		if pyMod(i, u.numShard) == u.shardID {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-func pyMod(a, b int) int {
-	m := a % b
-	if m != 0 && (m < 0) != (b < 0) {
-		m += b
-	}
-	return m
-}
-
 // ModelNames are the TF Serving models whose status this host reports: ps_{i} for its PS tasks,
 // entry, dense_0, by deploy type.
 func (u *Updater) ModelNames() []string {
 	var names []string
 	if u.servesPS() {
-		for _, i := range u.psTasks() {
+		for _, i := range u.psTasks {
 			names = append(names, agentconf.ServerPS+"_"+strconv.Itoa(i))
 		}
 	}
@@ -293,9 +276,8 @@ func (u *Updater) Register(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		tasks := u.psTasks()
-		err = parallel(ctx, len(tasks), DefaultParallelism, func(ctx context.Context, i int) error {
-			return u.register(ctx, u.PSPath(tasks[i]), grpc, archon, false)
+		err = parallel(ctx, len(u.psTasks), DefaultParallelism, func(ctx context.Context, i int) error {
+			return u.register(ctx, u.PSPath(u.psTasks[i]), grpc, archon, false)
 		})
 		if err != nil {
 			return err
@@ -328,22 +310,16 @@ func (u *Updater) register(ctx context.Context, path string, grpc, archon int, e
 	sequence := entry && u.replicaID == -1
 	u.mu.Unlock()
 
-	st, err := u.exists(ctx, path)
-	if err != nil {
+	cur, _, err := u.get(ctx, path)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		// Not registered yet: create it below.
+	case err != nil:
 		return err
-	}
-	if st != nil {
-		cur, _, err := u.get(ctx, path)
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			// Gone since Exists: create it below.
-		case err != nil:
-			return err
-		case bytes.Equal(cur, data):
-			return nil
-		default:
-			return u.set(ctx, path, data)
-		}
+	case bytes.Equal(cur, data):
+		return nil
+	default:
+		return u.set(ctx, path, data)
 	}
 	real, err := u.create(ctx, path, data, sequence)
 	if errors.Is(err, zk.ErrNodeExists) {
