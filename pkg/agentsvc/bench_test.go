@@ -32,17 +32,7 @@ func benchSetup(b *testing.B, versioned bool) (*Client, map[string][]string) {
 		src = versionedWatcher{w}
 	}
 	idc, cluster := "lf", "default"
-	srv, err := Listen(NewWatcherService(src, WatcherConfig{IDC: &idc, Cluster: &cluster, DCAware: true}, WithLogger(quiet)), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.Start()
-	b.Cleanup(func() { srv.Stop(time.Second) })
-	client, err := Dial(fmt.Sprintf("127.0.0.1:%d", srv.Port()), ClientOptions{Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { client.Close() })
+	client := serve(b, NewWatcherService(src, WatcherConfig{IDC: &idc, Cluster: &cluster, DCAware: true}, WithLogger(quiet)))
 	want := map[string][]string{}
 	for task := 0; task < 20; task++ {
 		want[fmt.Sprintf("ps:%d", task)] = []string{
@@ -126,15 +116,7 @@ func BenchmarkHeartBeat(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if len(resp.Addresses) != len(want) {
-					return fmt.Errorf("%d tasks, want %d", len(resp.Addresses), len(want))
-				}
-				for k, v := range want {
-					if err := checkAddrs(resp.Addresses[k].GetAddress(), v); err != nil {
-						return fmt.Errorf("%s: %w", k, err)
-					}
-				}
-				return nil
+				return checkTable(resp, want)
 			})
 		})
 	}

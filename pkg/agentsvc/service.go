@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -251,12 +252,7 @@ func (b *watcherBackend) heartBeat(st pb.ServerType) (*pb.HeartBeatResponse, err
 		}
 		return resp, nil
 	}
-	keys := make([]string, 0, len(all))
-	for key := range all {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(all)) {
 		short := key[strings.LastIndexByte(key, '/')+1:]
 		if l, ok := resp.Addresses[short]; ok {
 			l.Address = append(l.Address, all[key]...)

@@ -3,9 +3,6 @@ package agentsvc
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/replica"
+	"github.com/monolith-go/monolith/pkg/resource"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zkmirror"
@@ -88,7 +86,7 @@ func watcherBench(b *testing.B, churn bool) *Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(w.Stop)
-	c := serveBench(b, NewWatcherService(FromWatcher(w), WatcherConfigFrom(conf), WithLogger(quiet)))
+	c := serve(b, NewWatcherService(FromWatcher(w), WatcherConfigFrom(conf), WithLogger(quiet)))
 	if churn {
 		b.Cleanup(churner(b, writer, other.node("ps", 0, 0), func(st datadef.ModelState) []byte {
 			return replicaNode(modelName, "ps", 0, 0, "10.9.9.9:1", st)
@@ -115,7 +113,7 @@ func mirrorBench(b *testing.B, churn bool) *Client {
 	if err := m.Start(context.Background(), false); err != nil {
 		b.Fatal(err)
 	}
-	c := serveBench(b, NewMirrorService(FromMirror(m), nil, WithLogger(quiet)))
+	c := serve(b, NewMirrorService(FromMirror(m), nil, WithLogger(quiet)))
 	if churn {
 		path := fmt.Sprintf("/%s/service/%s/entry:1/0", scenarioBZID, modelName)
 		if _, err := writer.Create(context.Background(), path, replicaNode(modelName, "entry", 1, 0, "10.9.9.9:1", datadef.StateLoading),
@@ -129,48 +127,18 @@ func mirrorBench(b *testing.B, churn bool) *Client {
 	return c
 }
 
-func serveBench(b *testing.B, svc *Service) *Client {
-	b.Helper()
-	srv, err := Listen(svc, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.Start()
-	b.Cleanup(func() { srv.Stop(time.Second) })
-	c, err := Dial(fmt.Sprintf("127.0.0.1:%d", srv.Port()), ClientOptions{Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
-}
-
 // userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on every Linux ABI Go supports).
 const userHZ = 100
 
-// machineBusy is the CPU time every process on the machine has used (/proc/stat's first line less
-// idle and iowait); false where it cannot be read.
+// machineBusy is the CPU time every process on the machine has used (/proc/stat's busy time); false
+// where it cannot be read.
 func machineBusy() (time.Duration, bool) {
-	data, err := os.ReadFile("/proc/stat")
+	var h resource.Host
+	t, err := h.CPUTimes()
 	if err != nil {
 		return 0, false
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		return 0, false
-	}
-	var busy int64
-	for i, v := range f[1:] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		if i != 3 && i != 4 { // idle, iowait
-			busy += n
-		}
-	}
-	return time.Duration(busy) * time.Second / userHZ, true
+	return time.Duration(t.Busy() * float64(time.Second) / userHZ), true
 }
 
 // runMeasured is runCallers plus the load the rest of the machine put on it meanwhile, as

@@ -272,7 +272,7 @@ func sorted(m map[string][]string) string {
 }
 
 // serve starts svc on loopback and returns a client of it; both end with the test.
-func serve(t *testing.T, svc *Service) *Client {
+func serve(t testing.TB, svc *Service) *Client {
 	t.Helper()
 	srv, err := Listen(svc, 0)
 	if err != nil {

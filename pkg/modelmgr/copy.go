@@ -9,7 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
@@ -172,46 +173,21 @@ func walk(base, rel string, ancestors []fs.FileInfo, dirs, files *[]treeEntry) e
 
 // copyFiles copies files with CopyWorkers workers; the first failure stops the others.
 func (m *Manager) copyFiles(ctx context.Context, files []fileJob) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan fileJob)
-	var (
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
-	fail := func(err error) {
-		once.Do(func() {
-			firstErr = err
-			cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.cfg.CopyWorkers)
+	for _, f := range files {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := m.copyFile(gctx, f.src, f.dst, f.info); err != nil {
+				return classify(err)
+			}
+			return nil
 		})
 	}
-	for range min(m.cfg.CopyWorkers, max(len(files), 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range jobs {
-				if ctx.Err() != nil {
-					continue
-				}
-				if err := m.copyFile(ctx, f.src, f.dst, f.info); err != nil {
-					fail(classify(err))
-				}
-			}
-		}()
-	}
-feed:
-	for _, f := range files {
-		select {
-		case jobs <- f:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return alive(ctx)
 }

@@ -1,7 +1,6 @@
 package modelmgr
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"io/fs"
@@ -169,24 +168,6 @@ func (f *fakeMetrics) waitRounds(t *testing.T, n int) {
 			t.Fatalf("only %d of %d rounds ran", got, n)
 		}
 	}
-}
-
-// logBuffer is a concurrency-safe log sink for tests that look at the log.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // failingCopy returns a copyFile that fails (after fully writing a first part of dst) on the

@@ -45,7 +45,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -349,7 +350,7 @@ func (m *Manager) LoopOnce(ctx context.Context) error {
 		return fmt.Errorf("loop once: %w", err)
 	}
 	var errs []error
-	for _, name := range sortedKeys(source) {
+	for _, name := range slices.Sorted(maps.Keys(source)) {
 		if err := alive(ctx); err != nil {
 			errs = append(errs, err)
 			break
@@ -435,7 +436,7 @@ func (m *Manager) RemoveOldFiles() error {
 	m.mu.Lock()
 	todo := m.orphans
 	m.orphans = nil
-	for _, name := range sortedKeys(m.models) {
+	for _, name := range slices.Sorted(maps.Keys(m.models)) {
 		vs := m.models[name]
 		for len(vs) > m.cfg.RemainVersionNum {
 			todo = append(todo, vs[0].Paths...)
@@ -489,13 +490,4 @@ func (m *Manager) CheckModelUpdateTime(now time.Time) {
 		m.cfg.Metrics.EmitStore("version.delay", cur-v, tags)
 	}
 	m.cfg.Metrics.EmitStore("update.delay", cur-l.UpdateTime.Unix(), tags)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -381,7 +382,7 @@ func TestCopyKeepsMetadata(t *testing.T) {
 func TestBadInputLoggedLoopGoesOn(t *testing.T) {
 	leakcheck.Check(t)
 	e := newEnv(t)
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	metrics := newFakeMetrics()
 	m := e.manager(t, "mdl", func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

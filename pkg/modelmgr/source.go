@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +55,7 @@ func (m *Manager) sourceData() (map[string]SourceVersion, error) {
 	}
 	done := map[string]bool{}
 	for _, f := range files {
-		if strings.HasSuffix(f, WriteDone) && strings.HasPrefix(f, m.cfg.ModelName) {
+		if m.isDoneMarker(f) {
 			done[f] = true
 		}
 	}
@@ -83,6 +85,12 @@ func (m *Manager) sourceData() (map[string]SourceVersion, error) {
 		}
 	}
 	return out, nil
+}
+
+// isDoneMarker reports whether the source path's file f marks a complete download of the model: its
+// name starts with the model name, as the reference matches it, and ends in WriteDone.
+func (m *Manager) isDoneMarker(f string) bool {
+	return strings.HasSuffix(f, WriteDone) && strings.HasPrefix(f, m.cfg.ModelName)
 }
 
 // pathElem reports whether s names one entry of a directory (so joining it cannot leave it).
@@ -172,7 +180,7 @@ func (m *Manager) RemoveReadLocks() error {
 	m.op.Lock()
 	defer m.op.Unlock()
 	m.mu.Lock()
-	locks := sortedKeys(m.lockFiles)
+	locks := slices.Sorted(maps.Keys(m.lockFiles))
 	clear(m.lockFiles)
 	m.mu.Unlock()
 
@@ -241,7 +249,7 @@ func (m *Manager) WaitForDownload(ctx context.Context) error {
 			m.log.Error("read source path failed", "path", src, "err", err)
 		}
 		for _, f := range files {
-			if strings.HasSuffix(f, WriteDone) && strings.HasPrefix(f, m.cfg.ModelName) {
+			if m.isDoneMarker(f) {
 				m.log.Info("download is ready", "path", filepath.Join(src, f))
 				return nil
 			}

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,7 +154,7 @@ func (h *Host) PodCgroupPath() (path string, ok bool) {
 		return "", false
 	}
 	for _, l := range lines {
-		if contains(l.controllers, "memory") {
+		if slices.Contains(l.controllers, "memory") {
 			return strings.Trim(l.path, "/"), true
 		}
 	}
@@ -163,15 +164,6 @@ func (h *Host) PodCgroupPath() (path string, ok bool) {
 		}
 	}
 	return "", false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // cgroup is the directory of one controller of the pod's cgroup.
@@ -194,7 +186,7 @@ func (h *Host) findCgroup(controller, file string, v1Mounts ...string) (cgroup, 
 		return err == nil
 	}
 	for _, l := range lines {
-		if !contains(l.controllers, controller) {
+		if !slices.Contains(l.controllers, controller) {
 			continue
 		}
 		for _, m := range v1Mounts {
@@ -206,7 +198,7 @@ func (h *Host) findCgroup(controller, file string, v1Mounts ...string) (cgroup, 
 		}
 	}
 	ctrls, err := h.readFile(cgroupRoot + "/cgroup.controllers")
-	if err != nil || !contains(strings.Fields(string(ctrls)), controller) {
+	if err != nil || !slices.Contains(strings.Fields(string(ctrls)), controller) {
 		return cgroup{}, false
 	}
 	for _, l := range lines {

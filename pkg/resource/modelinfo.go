@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	tftraining "github.com/monolith-go/monolith/gen/pb/tensorflow/python/training"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -199,12 +201,7 @@ func pickVersion(exportDir string, subs []string, globalStep int64) (int64, erro
 	if hasFound {
 		return found, nil
 	}
-	all := make([]int64, 0, len(common))
-	for v := range common {
-		all = append(all, v)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	return all[len(all)-1], nil
+	return slices.Max(slices.Collect(maps.Keys(common))), nil
 }
 
 // numeric is Python's str.isnumeric + int for ASCII names: digits only.
@@ -296,23 +293,14 @@ func ReadCheckpointState(dir string) (*CheckpointState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUnreadableState, err)
 	}
-	descs, err := stateDescriptors()
-	if err != nil {
-		return nil, err
-	}
-	m := dynamicpb.NewMessage(descs.checkpoint)
-	if err := prototext.Unmarshal(data, m); err != nil {
+	var m tftraining.CheckpointState
+	if err := prototext.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", errUnreadableState, file, err)
 	}
-	fields := descs.checkpoint.Fields()
-	st := &CheckpointState{ModelCheckpointPath: m.Get(fields.ByName("model_checkpoint_path")).String()}
-	if st.ModelCheckpointPath == "" {
+	if m.ModelCheckpointPath == "" {
 		return nil, errkind.New(errkind.Value, "Invalid checkpoint state loaded from %s", dir)
 	}
-	all := m.Get(fields.ByName("all_model_checkpoint_paths")).List()
-	for i := 0; i < all.Len(); i++ {
-		st.AllModelCheckpointPaths = append(st.AllModelCheckpointPaths, all.Get(i).String())
-	}
+	st := &CheckpointState{ModelCheckpointPath: m.ModelCheckpointPath, AllModelCheckpointPaths: m.AllModelCheckpointPaths}
 	abs := func(p string) string {
 		if filepath.IsAbs(p) {
 			return p
@@ -349,15 +337,15 @@ func ReadExportState(exportBase string) (*ServingModelState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("export state: %w", err)
 	}
-	descs, err := stateDescriptors()
+	desc, err := servingStateDescriptor()
 	if err != nil {
 		return nil, err
 	}
-	m := dynamicpb.NewMessage(descs.serving)
+	m := dynamicpb.NewMessage(desc)
 	if err := prototext.Unmarshal(data, m); err != nil {
 		return nil, errkind.New(errkind.Value, "export state %s: %w", file, err)
 	}
-	entries := m.Get(descs.serving.Fields().ByName("entries")).List()
+	entries := m.Get(desc.Fields().ByName("entries")).List()
 	for i := 0; i < entries.Len(); i++ {
 		e := entries.Get(i).Message()
 		fields := e.Descriptor().Fields()
@@ -369,15 +357,10 @@ func ReadExportState(exportBase string) (*ServingModelState, error) {
 	return st, nil
 }
 
-type descriptors struct {
-	checkpoint, serving protoreflect.MessageDescriptor
-}
-
-// stateDescriptors builds the two text-format schemas at run time, so parsing them needs neither
-// TensorFlow's nor monolith's generated code (field names and numbers as upstream).
-var stateDescriptors = sync.OnceValues(func() (descriptors, error) {
+// servingStateDescriptor builds the ServingModelState text-format schema at run time, so parsing
+// it needs none of monolith's generated code (field names and numbers as upstream).
+var servingStateDescriptor = sync.OnceValues(func() (protoreflect.MessageDescriptor, error) {
 	str := descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum()
-	dbl := descriptorpb.FieldDescriptorProto_TYPE_DOUBLE.Enum()
 	i64 := descriptorpb.FieldDescriptorProto_TYPE_INT64.Enum()
 	msg := descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum()
 	opt := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
@@ -390,20 +373,7 @@ var stateDescriptors = sync.OnceValues(func() (descriptors, error) {
 		}
 		return f
 	}
-	files := []*descriptorpb.FileDescriptorProto{{
-		Name:    proto.String("tensorflow/core/protobuf/checkpoint_state.proto"),
-		Package: proto.String("tensorflow"),
-		Syntax:  proto.String("proto3"),
-		MessageType: []*descriptorpb.DescriptorProto{{
-			Name: proto.String("CheckpointState"),
-			Field: []*descriptorpb.FieldDescriptorProto{
-				field("model_checkpoint_path", 1, opt, str, ""),
-				field("all_model_checkpoint_paths", 2, rep, str, ""),
-				field("all_model_checkpoint_timestamps", 3, rep, dbl, ""),
-				field("last_preserved_timestamp", 4, opt, dbl, ""),
-			},
-		}},
-	}, {
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
 		Name:    proto.String("monolith/native_training/model_export/export.proto"),
 		Package: proto.String("monolith.model_export"),
 		Syntax:  proto.String("proto2"),
@@ -417,18 +387,9 @@ var stateDescriptors = sync.OnceValues(func() (descriptors, error) {
 			Name:  proto.String("ServingModelState"),
 			Field: []*descriptorpb.FieldDescriptorProto{field("entries", 1, rep, msg, ".monolith.model_export.ServingEntry")},
 		}},
-	}}
-	var out descriptors
-	for i, fp := range files {
-		fd, err := protodesc.NewFile(fp, nil)
-		if err != nil {
-			return descriptors{}, fmt.Errorf("state descriptors: %w", err)
-		}
-		if i == 0 {
-			out.checkpoint = fd.Messages().ByName("CheckpointState")
-		} else {
-			out.serving = fd.Messages().ByName("ServingModelState")
-		}
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("export state descriptor: %w", err)
 	}
-	return out, nil
+	return fd.Messages().ByName("ServingModelState"), nil
 })

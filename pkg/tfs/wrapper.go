@@ -60,7 +60,6 @@ type Wrapper struct {
 
 	mu    sync.Mutex
 	cmd   *exec.Cmd
-	log   *os.File
 	conn  *grpc.ClientConn
 	model servingapis.ModelServiceClient
 	done  chan struct{}
@@ -136,7 +135,7 @@ func (w *Wrapper) Start(ctx context.Context) error {
 		log.Close()
 		return fmt.Errorf("tfs wrapper: channel: %w", err)
 	}
-	w.cmd, w.log, w.conn, w.model, w.done = cmd, log, conn, servingapis.NewModelServiceClient(conn), make(chan struct{})
+	w.cmd, w.conn, w.model, w.done = cmd, conn, servingapis.NewModelServiceClient(conn), make(chan struct{})
 	go func() {
 		err := cmd.Wait()
 		var ee *exec.ExitError

@@ -33,11 +33,10 @@ var waitLogInterval = 60 * time.Second
 
 // Barrier is a barrier with capacity slots. It is safe for concurrent use.
 type Barrier struct {
-	capacity  int
 	callbacks []Callback
 
 	mu      sync.Mutex
-	blocked []bool
+	blocked []bool // one per slot; its length is the capacity
 	action  string
 	removed chan struct{} // closed when slot 0 is cleared; replaced when it is set
 }
@@ -50,7 +49,6 @@ func New(capacity int, callbacks ...Callback) (*Barrier, error) {
 	removed := make(chan struct{})
 	close(removed)
 	return &Barrier{
-		capacity:  capacity,
 		callbacks: callbacks,
 		blocked:   make([]bool, capacity),
 		removed:   removed,
@@ -58,7 +56,7 @@ func New(capacity int, callbacks ...Callback) (*Barrier, error) {
 }
 
 // Capacity is the number of slots.
-func (b *Barrier) Capacity() int { return b.capacity }
+func (b *Barrier) Capacity() int { return len(b.blocked) }
 
 // Place places the barrier with an action for the callbacks, then runs the callbacks. It returns
 // ErrAlreadyPlaced when the barrier is placed already, and the first callback error (the barrier
@@ -101,9 +99,9 @@ func (b *Barrier) IsRemoved() bool { return !b.IsPlaced() }
 // [1, capacity): slot 0 is the barrier itself.
 func (b *Barrier) WaitUntilRemoved(ctx context.Context, index int) error {
 	b.mu.Lock()
-	if index <= 0 || index >= b.capacity {
+	if index <= 0 || index >= len(b.blocked) {
 		b.mu.Unlock()
-		return errkind.New(errkind.Value, "Index [%d] must be non-negative and less than capacity [%d]. ", index, b.capacity)
+		return errkind.New(errkind.Value, "Index [%d] must be non-negative and less than capacity [%d]. ", index, len(b.blocked))
 	}
 	b.blocked[index] = true
 	removed := b.removed
@@ -132,7 +130,7 @@ func (b *Barrier) WaitUntilRemoved(ctx context.Context, index int) error {
 }
 
 // IsAllBlocked reports whether every slot is set: the barrier is placed and every worker waits.
-func (b *Barrier) IsAllBlocked() bool { return len(b.BlockedIndices()) == b.capacity }
+func (b *Barrier) IsAllBlocked() bool { return len(b.BlockedIndices()) == len(b.blocked) }
 
 // IsNoneBlocked reports whether no slot is set.
 func (b *Barrier) IsNoneBlocked() bool { return len(b.BlockedIndices()) == 0 }

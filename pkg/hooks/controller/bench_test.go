@@ -5,18 +5,13 @@ import (
 	"testing"
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/hooks/server"
-	"github.com/monolith-go/monolith/pkg/hooks/barrier"
 )
 
 // BenchmarkGetBlockStatus measures one GetBlockStatus round trip over loopback gRPC.
 func BenchmarkGetBlockStatus(b *testing.B) {
-	br, err := barrierForBench(64)
-	if err != nil {
-		b.Fatal(err)
-	}
 	h, err := NewHook(Config{
 		ModelDir: b.TempDir(), Host: "127.0.0.1", ListenAddr: "127.0.0.1:0",
-		Barrier: br, Saver: &saver{}, GlobalStep: func(context.Context) (int64, error) { return 0, nil },
+		Barrier: mustBarrier(b, 64), Saver: &saver{}, GlobalStep: func(context.Context) (int64, error) { return 0, nil },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -39,5 +34,3 @@ func BenchmarkGetBlockStatus(b *testing.B) {
 		}
 	}
 }
-
-func barrierForBench(capacity int) (*barrier.Barrier, error) { return barrier.New(capacity) }

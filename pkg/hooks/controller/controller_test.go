@@ -49,7 +49,7 @@ func (s *saver) TriggerSave(ctx context.Context) error {
 	return nil
 }
 
-func mustBarrier(t *testing.T, capacity int) *barrier.Barrier {
+func mustBarrier(t testing.TB, capacity int) *barrier.Barrier {
 	t.Helper()
 	b, err := barrier.New(capacity)
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,13 +80,8 @@ type Config struct {
 // FormatReport is the text DefaultReport logs: "PS are not healthy:" and one line per PS in index
 // order, "PS <i>: <result in one-line text format>".
 func FormatReport(results map[int]*pb.MachineHealthResult) string {
-	idx := make([]int, 0, len(results))
-	for i := range results {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	lines := make([]string, 0, len(idx))
-	for _, i := range idx {
+	lines := make([]string, 0, len(results))
+	for _, i := range slices.Sorted(maps.Keys(results)) {
 		lines = append(lines, fmt.Sprintf("PS %d: %s", i, oneLine(results[i])))
 	}
 	return "PS are not healthy:\n" + strings.Join(lines, "\n")

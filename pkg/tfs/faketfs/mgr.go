@@ -286,12 +286,8 @@ func (m *ModelMgr) Status(spec *servingapis.ModelSpec) []*servingapis.ModelVersi
 				out = append(out, modelconfig.VersionStatus(v.Version, v.State, tfprotobuf.Code_OK, nil))
 			}
 		case *servingapis.ModelSpec_Version:
-			want := choice.Version.GetValue()
-			for _, v := range model.versions {
-				if v.Version == want {
-					out = append(out, modelconfig.VersionStatus(v.Version, v.State, tfprotobuf.Code_OK, nil))
-					break
-				}
+			if _, v := m.findVersion(model, choice.Version.GetValue()); v != nil {
+				out = append(out, modelconfig.VersionStatus(v.Version, v.State, tfprotobuf.Code_OK, nil))
 			}
 		case *servingapis.ModelSpec_VersionLabel:
 			for _, v := range model.versions {
@@ -345,10 +341,7 @@ func (m *ModelMgr) Metadata(spec *servingapis.ModelSpec, fields []string) (map[s
 		}
 	}
 	if choice, ok := spec.GetVersionChoice().(*servingapis.ModelSpec_Version); ok {
-		for _, v := range model.versions {
-			if v.Version != choice.Version.GetValue() {
-				continue
-			}
+		if _, v := m.findVersion(model, choice.Version.GetValue()); v != nil {
 			for _, f := range fields {
 				switch f {
 				case "version":
@@ -363,7 +356,6 @@ func (m *ModelMgr) Metadata(spec *servingapis.ModelSpec, fields []string) (map[s
 					out[f] = int64(v.State)
 				}
 			}
-			break
 		}
 	}
 	return out, nil

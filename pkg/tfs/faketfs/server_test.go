@@ -2,6 +2,7 @@ package faketfs
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,7 +46,7 @@ func TestMockedTFS(t *testing.T) {
 			got[k] = string(a.GetValue())
 		}
 		want := map[string]string{"base_path": "'/tmp/test_model/monolith'", "signature_name": "('update', 'predict')"}
-		if !equalMaps(got, want) {
+		if !maps.Equal(got, want) {
 			t.Errorf("metadata = %v, want %v", got, want)
 		}
 		if pytext.Format(resp.GetModelSpec()) != pytext.Format(req.GetModelSpec()) {
@@ -79,18 +80,6 @@ func TestMockedTFS(t *testing.T) {
 	})
 }
 
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // action is one step of a scenario, checked by the states of one model afterwards.
 type action struct {
 	name  string
@@ -99,11 +88,8 @@ type action struct {
 	want  []string
 }
 
-func tick(f *fixture)  { f.srv.Tick() }
-func drain(f *fixture) { f.srv.Drain() }
-
-func doTick(t *testing.T, f *fixture)  { tick(f) }
-func doDrain(t *testing.T, f *fixture) { drain(f) }
+func doTick(_ *testing.T, f *fixture)  { f.srv.Tick() }
+func doDrain(_ *testing.T, f *fixture) { f.srv.Drain() }
 
 func doNewVersion(model string, want int64) func(t *testing.T, f *fixture) {
 	return func(t *testing.T, f *fixture) {
@@ -378,7 +364,7 @@ func TestGetModelMetadata(t *testing.T) {
 				}
 				got[k] = string(a.GetValue())
 			}
-			if !equalMaps(got, tc.want) {
+			if !maps.Equal(got, tc.want) {
 				t.Errorf("metadata = %v, want %v", got, tc.want)
 			}
 			if pytext.Format(resp.GetModelSpec()) != pytext.Format(tc.spec) {
