@@ -13,6 +13,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // TFSHome is where TF Serving is installed on serving hosts.
@@ -139,7 +140,7 @@ func envInt(env LookupEnv, key string, def int) (int, error) {
 	if !ok {
 		return def, nil
 	}
-	n, err := pyInt(v)
+	n, err := pyint.Atoi(v)
 	if err != nil {
 		return 0, errkind.New(errkind.Value, "environment variable %s=%q is not an integer", key, v)
 	}
@@ -456,9 +457,3 @@ func (p pyConverter) Convert(f *fieldspec.Field, raw fieldspec.RawValue) (any, e
 // LookupEnv reads the environment the config was built from (the process environment unless
 // Options.Env was given).
 func (c *AgentConfig) LookupEnv(key string) (string, bool) { return c.env(key) }
-
-// ParseInt reads an integer like Python's int(str): surrounding spaces, a sign and _ separators.
-func ParseInt(s string) (int64, error) {
-	n, err := pyInt(s)
-	return int64(n), err
-}

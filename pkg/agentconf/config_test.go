@@ -1,6 +1,7 @@
 package agentconf
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,5 +229,28 @@ func TestIncludeCycle(t *testing.T) {
 	writeFile(t, dir, "agent.conf", "a 1\ninclude "+p+"\n")
 	if _, err := ParseConf(p); err == nil || !strings.Contains(err.Error(), "include cycle") {
 		t.Fatalf("ParseConf = %v, want an include cycle error", err)
+	}
+}
+
+// Environment integers are read as the reference's int(os.environ[...]) reads them.
+func TestEnvInt(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int
+		ok    bool
+	}{
+		{" 12\n", 12, true}, {"1_000", 1000, true}, {"-1", -1, true}, {"٣", 3, true},
+		{"-_1", 0, false}, {"1__0", 0, false}, {"0x1", 0, false}, {"", 0, false}, {"\x1c1", 0, false},
+	} {
+		got, err := envInt(MapEnv(map[string]string{"K": tc.value}), "K", 5)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("K=%q: %d, %v; want %d (ok %v)", tc.value, got, err, tc.want, tc.ok)
+		}
+		if err != nil && (errkind.Of(err) != errkind.Value || !strings.Contains(err.Error(), fmt.Sprintf("K=%q", tc.value))) {
+			t.Errorf("K=%q: error %v does not name the variable, or is not a ValueError", tc.value, err)
+		}
+	}
+	if got, err := envInt(MapEnv(nil), "K", 5); got != 5 || err != nil {
+		t.Errorf("unset: %d, %v; want the default 5", got, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // parsePattern splits s at lp...rp groups and folds them with comb (the reference's parse_pattern):
@@ -64,8 +65,8 @@ func ExpandPattern(pattern string) ([]string, error) {
 			if len(parts) != 2 {
 				return nil, errkind.New(errkind.Value, "expand pattern %q: item %q must be one range start-end", pattern, item)
 			}
-			s, err1 := pyInt(parts[0])
-			e, err2 := pyInt(parts[1])
+			s, err1 := pyint.Atoi(parts[0])
+			e, err2 := pyint.Atoi(parts[1])
 			if err1 != nil || err2 != nil {
 				return nil, errkind.New(errkind.Value, "expand pattern %q: range %q needs integer bounds", pattern, item)
 			}
@@ -86,15 +87,6 @@ func ExpandPattern(pattern string) ([]string, error) {
 	}, "[", "]")
 }
 
-// pyInt parses like Python's int(str): surrounding spaces, a sign and _ separators are allowed.
-func pyInt(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
-		return 0, strconv.ErrSyntax
-	}
-	return strconv.Atoi(strings.ReplaceAll(s, "_", ""))
-}
-
 // ParseSubModelName splits "ps_3" into ("ps", 3); a name without an index has index 0.
 func ParseSubModelName(name string) (string, int, error) {
 	if name == "" {
@@ -107,7 +99,7 @@ func ParseSubModelName(name string) (string, int, error) {
 	if len(parts) != 2 {
 		return "", 0, errkind.New(errkind.Precondition, "sub model name %q: want {type} or {type}_{index}", name)
 	}
-	idx, err := pyInt(parts[1])
+	idx, err := pyint.Atoi(parts[1])
 	if err != nil {
 		return "", 0, errkind.New(errkind.Value, "sub model name %q: index %q is not an integer", name, parts[1])
 	}

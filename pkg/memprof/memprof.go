@@ -12,6 +12,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // TCMallocLib is the library enable_tcmalloc preloads, relative to the base directory.
@@ -65,7 +66,7 @@ func RoleIndex(env Env) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
-	i, err := strconv.Atoi(v)
+	i, err := pyint.Atoi(v)
 	if err != nil {
 		return 0, errkind.New(errkind.Value, "environment %s=%q is not an integer", name, v)
 	}

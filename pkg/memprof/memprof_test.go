@@ -95,6 +95,8 @@ func TestRoleIndex(t *testing.T) {
 		{"mpi worker uses the rank", envOf("MLP_ROLE", "worker", "OMPI_COMM_WORLD_RANK", "5", "MLP_ROLE_INDEX", "1"), 5, ""},
 		{"mpi rank of a non-worker is ignored", envOf("MLP_ROLE", "ps", "OMPI_COMM_WORLD_RANK", "5", "MLP_ROLE_INDEX", "1"), 1, ""},
 		{"not a number", envOf("MLP_ROLE_INDEX", "x"), 0, `MLP_ROLE_INDEX="x" is not an integer`},
+		{"underscores, as Python's int", envOf("MLP_ROLE_INDEX", "1_0"), 10, ""},
+		{"misplaced underscore", envOf("MLP_ROLE_INDEX", "-_1"), 0, `MLP_ROLE_INDEX="-_1" is not an integer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RoleIndex(tc.env)

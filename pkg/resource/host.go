@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // Host reads resource figures of one machine. The zero value reads the real machine.
@@ -106,7 +107,7 @@ func (h *Host) envInt(key string) (n int64, ok bool, err error) {
 	if !set {
 		return 0, false, nil
 	}
-	n, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	n, err = pyint.Parse(v)
 	if err != nil {
 		return 0, true, errkind.New(errkind.Value, "%s=%q is not an integer", key, v)
 	}

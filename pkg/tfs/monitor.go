@@ -14,6 +14,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // Monitor talks to the TF Serving processes of one agent (entry, PS and dense ports).
@@ -123,7 +124,7 @@ func (m *Monitor) isDenseNode(subModel string) bool {
 // versionOf reads the version from a version path's last element (/base/ps_0/123 -> 123).
 func versionOf(versionPath string) (int64, error) {
 	base := path.Base(versionPath)
-	v, err := agentconf.ParseInt(base)
+	v, err := pyint.Parse(base)
 	if err != nil {
 		return 0, errkind.New(errkind.Value, "version path %q: %q is not a version number", versionPath, base)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -164,7 +164,7 @@ func New(cfg Config) (*Mirror, error) {
 func replicaIDFromEnv(env agentconf.LookupEnv) (int, error) {
 	id := -1
 	if s, ok := env("REPLICA_ID"); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+		n, err := pyint.Atoi(s)
 		if err != nil {
 			return 0, errkind.New(errkind.Value, "zkmirror: REPLICA_ID %q is not an integer", s)
 		}

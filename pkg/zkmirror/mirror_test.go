@@ -131,6 +131,7 @@ func TestReplicaIDFromEnv(t *testing.T) {
 		want int
 	}{
 		{map[string]string{"REPLICA_ID": "7"}, 7},
+		{map[string]string{"REPLICA_ID": " 1_2\n"}, 12}, // Python's int(str)
 		{map[string]string{}, -1},
 		{map[string]string{"MY_POD_NAME": "pod-1"}, agentconf.ReplicaIDFromPodName(agentconf.MapEnv(map[string]string{"MY_POD_NAME": "pod-1"}))},
 		{map[string]string{"REPLICA_ID": "-1", "MY_POD_NAME": "pod-1"}, agentconf.ReplicaIDFromPodName(agentconf.MapEnv(map[string]string{"MY_POD_NAME": "pod-1"}))},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // Params are the values substituted for ${shard_id} and ${shard_num}.
@@ -179,10 +180,14 @@ func (f *Filter) Eval(subGraph string) (matched, accepted bool, err error) {
 			return true, false, errkind.Wrap(errkind.Type, &Error{Filter: f.raw, SubGraph: subGraph,
 				Msg: fmt.Sprintf("group '%s' did not take part in the match, so it has no integer value", g.name)})
 		}
-		n, err := pyInt(subGraph[start:end])
+		n, err := pyint.Parse(subGraph[start:end])
 		if err != nil {
+			why := "not an integer"
+			if errors.Is(err, pyint.ErrRange) {
+				why = "integer out of the 64-bit range"
+			}
 			return true, false, errkind.Wrap(errkind.Value, &Error{Filter: f.raw, SubGraph: subGraph,
-				Msg: fmt.Sprintf("group '%s' = %q: %v", g.name, subGraph[start:end], err)})
+				Msg: fmt.Sprintf("group '%s' = %q: %s", g.name, subGraph[start:end], why)})
 		}
 		vars = append(vars, n)
 	}
@@ -192,33 +197,6 @@ func (f *Filter) Eval(subGraph string) (matched, accepted bool, err error) {
 			Part: "condition", Text: f.cond, Column: xerr.pos + 1, Msg: xerr.msg})
 	}
 	return true, v.truthy(), nil
-}
-
-// errNotInt and errIntRange are pyInt's failures.
-var (
-	errNotInt   = errors.New("not an integer")
-	errIntRange = errors.New("integer out of the 64-bit range")
-)
-
-// pyInt converts a group's text as Python's int(str) does (surrounding white space, a sign, '_'
-// between digits), within 64 bits.
-func pyInt(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	digits := strings.TrimLeft(t, "+-")
-	if len(t)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||
-		strings.Contains(digits, "__") {
-		return 0, errNotInt
-	}
-	for i := 0; i < len(digits); i++ {
-		if c := digits[i]; c != '_' && (c < '0' || c > '9') {
-			return 0, errNotInt
-		}
-	}
-	n, err := strconv.ParseInt(t[:len(t)-len(digits)]+strings.ReplaceAll(digits, "_", ""), 10, 64)
-	if err != nil {
-		return 0, errIntRange
-	}
-	return n, nil
 }
 
 // Set is the ordered list of a host's layout filters.

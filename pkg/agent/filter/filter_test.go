@@ -311,26 +311,6 @@ func TestManyGroups(t *testing.T) {
 	}
 }
 
-func TestPyInt(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		err  error
-	}{
-		{"7", 7, nil}, {"007", 7, nil}, {" -3 ", -3, nil}, {"+4", 4, nil}, {"1_000", 1000, nil},
-		{"9223372036854775807", 9223372036854775807, nil}, {"-9223372036854775808", -9223372036854775808, nil},
-		{"9223372036854775808", 0, errIntRange}, {"", 0, errNotInt}, {"-", 0, errNotInt}, {"+-1", 0, errNotInt},
-		{"1__0", 0, errNotInt}, {"_1", 0, errNotInt}, {"1_", 0, errNotInt}, {"0x10", 0, errNotInt}, {"1.0", 0, errNotInt},
-		{"١", 0, errNotInt},
-	}
-	for _, c := range cases {
-		got, err := pyInt(c.in)
-		if got != c.want || err != c.err {
-			t.Errorf("pyInt(%q) = %d, %v; want %d, %v", c.in, got, err, c.want, c.err)
-		}
-	}
-}
-
 // FuzzFilter: no filter text or sub graph makes Parse or Eval panic, and every error is an *Error
 // naming the filter.
 func FuzzFilter(f *testing.F) {

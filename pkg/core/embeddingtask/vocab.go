@@ -14,6 +14,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // ParseVocabSizes reads a vocab size file (_create_vocab_dict): one "slot<TAB>count" per line,
@@ -45,16 +46,16 @@ func ParseVocabSizes(r io.Reader, p Params) (map[int]int, error) {
 		if !isASCIIDigits(fields[0]) {
 			continue
 		}
-		slot, err := pyInt(fields[0])
+		slot, err := pyint.Atoi(fields[0])
 		if err != nil {
-			return nil, fmt.Errorf("vocab sizes: slot: %w", err)
+			return nil, errkind.Wrap(errkind.Value, fmt.Errorf("vocab sizes: slot: %w", err))
 		}
 		var count int
 		if p.VocabSizePerSlot != nil {
 			count = *p.VocabSizePerSlot
 		} else {
-			if count, err = pyInt(fields[1]); err != nil {
-				return nil, fmt.Errorf("vocab sizes: slot %d: %w", slot, err)
+			if count, err = pyint.Atoi(fields[1]); err != nil {
+				return nil, errkind.Wrap(errkind.Value, fmt.Errorf("vocab sizes: slot %d: %w", slot, err))
 			}
 			if c, ok := p.CustomVocabSizeMapping[slot]; ok {
 				count = c

@@ -166,22 +166,7 @@ func TestParseVocabSizesGoOnly(t *testing.T) {
 	}
 }
 
-func TestPyInt(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int
-		ok   bool
-	}{
-		{"42", 42, true}, {" -7 ", -7, true}, {"+1_000", 1000, true}, {"0007", 7, true},
-		{"-9223372036854775808", -9223372036854775808, true}, {"9223372036854775807", 9223372036854775807, true},
-		{"9223372036854775808", 0, false}, {"1__0", 0, false}, {"_1", 0, false}, {"1_", 0, false},
-		{"", 0, false}, {"-", 0, false}, {"1.0", 0, false}, {"0x10", 0, false},
-	} {
-		got, err := pyInt(c.in)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("pyInt(%q) = %d, %v", c.in, got, err)
-		}
-	}
+func TestFloorDivMod(t *testing.T) {
 	for _, c := range [][3]int{{7, 2, 3}, {-7, 2, -4}, {7, -2, -4}, {-7, -2, 3}} {
 		if floorDiv(c[0], c[1]) != c[2] || floorMod(c[0], c[1]) != c[0]-c[1]*c[2] {
 			t.Errorf("floor %v: %d %d", c, floorDiv(c[0], c[1]), floorMod(c[0], c[1]))
