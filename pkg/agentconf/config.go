@@ -119,12 +119,9 @@ func New(fields utilsspec.AgentConfig, opts Options) (*AgentConfig, error) {
 		id := ReplicaIDFromPodName(o.Env)
 		c.ReplicaID = &id
 	} else {
-		id, err := envInt(o.Env, "REPLICA_ID", -1)
+		id, err := ReplicaIDFromEnv(o.Env)
 		if err != nil {
 			return nil, err
-		}
-		if id == -1 {
-			id = ReplicaIDFromPodName(o.Env)
 		}
 		c.ReplicaID = &id
 	}
@@ -133,6 +130,16 @@ func New(fields utilsspec.AgentConfig, opts Options) (*AgentConfig, error) {
 		c.PlatformConfigFile = &p
 	}
 	return c, nil
+}
+
+// ReplicaIDFromEnv is the reference's replica id for agent versions above 1 (and zk_mirror's
+// tce_replica_id): int(REPLICA_ID), and where that is unset or -1, ReplicaIDFromPodName.
+func ReplicaIDFromEnv(env LookupEnv) (int, error) {
+	id, err := envInt(env, "REPLICA_ID", -1)
+	if err != nil || id != -1 {
+		return id, err
+	}
+	return ReplicaIDFromPodName(env), nil
 }
 
 func envInt(env LookupEnv, key string, def int) (int, error) {

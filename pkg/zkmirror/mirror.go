@@ -13,7 +13,6 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -144,9 +143,9 @@ func New(cfg Config) (*Mirror, error) {
 	if cfg.ReplicaID != nil {
 		m.replicaID = *cfg.ReplicaID
 	} else {
-		id, err := replicaIDFromEnv(m.env)
+		id, err := agentconf.ReplicaIDFromEnv(m.env)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("zkmirror: %w", err)
 		}
 		m.replicaID = id
 	}
@@ -158,22 +157,6 @@ func New(cfg Config) (*Mirror, error) {
 	m.electionPath = base + "/election"
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m, nil
-}
-
-// replicaIDFromEnv is the reference's tce_replica_id: REPLICA_ID, else the pod name's hash.
-func replicaIDFromEnv(env agentconf.LookupEnv) (int, error) {
-	id := -1
-	if s, ok := env("REPLICA_ID"); ok {
-		n, err := pyint.Atoi(s)
-		if err != nil {
-			return 0, errkind.New(errkind.Value, "zkmirror: REPLICA_ID %q is not an integer", s)
-		}
-		id = n
-	}
-	if id == -1 {
-		id = agentconf.ReplicaIDFromPodName(env)
-	}
-	return id, nil
 }
 
 // BZID is the business id.
