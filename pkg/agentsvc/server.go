@@ -1,6 +1,7 @@
 package agentsvc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/monolith-go/monolith/pkg/grpcstop"
 )
 
 // Server is the reference's AgentService: a gRPC server bound to [::]:port serving one Service.
@@ -82,8 +85,8 @@ func (s *Server) Wait() error {
 }
 
 // Stop is the reference's stop(grace): it stops accepting connections, lets the RPCs in flight
-// finish for up to grace, then cancels the rest, and returns once the server has stopped (without
-// waiting for handlers that ignore their cancelled context). grace <= 0
+// finish for up to grace, then cancels the rest, and returns once the server has stopped and,
+// after a grace period, its handlers have returned (ours all end with their context). grace <= 0
 // stops at once (the reference's grace=None). It is safe to call more than once.
 func (s *Server) Stop(grace time.Duration) {
 	s.mu.Lock()
@@ -102,20 +105,9 @@ func (s *Server) Stop(grace time.Duration) {
 		return
 	}
 	if grace > 0 {
-		graceful := make(chan struct{})
-		go func() {
-			s.gs.GracefulStop()
-			close(graceful)
-		}()
-		t := time.NewTimer(grace)
-		select {
-		case <-graceful:
-		case <-t.C:
-		}
-		t.Stop()
-		// Ends a graceful stop still waiting (a no-op after one that finished). A handler that
-		// ignores its cancelled context keeps the graceful goroutine until it returns.
-		s.gs.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		grpcstop.Graceful(ctx, s.gs)
+		cancel()
 	} else {
 		s.gs.Stop()
 	}

@@ -16,6 +16,7 @@ import (
 
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/hooks/server"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/grpcstop"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 )
 
@@ -137,22 +138,9 @@ func (h *Hook) End(ctx context.Context, _ *runhook.Session, _ error) error {
 	if srv == nil {
 		return nil
 	}
-	stopped := make(chan struct{})
-	go func() {
-		srv.GracefulStop()
-		close(stopped)
-	}()
-	t := time.NewTimer(h.cfg.StopGrace)
-	defer t.Stop()
-	select {
-	case <-stopped:
-	case <-t.C:
-		srv.Stop()
-		<-stopped
-	case <-ctx.Done():
-		srv.Stop()
-		<-stopped
-	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.StopGrace)
+	defer cancel()
+	grpcstop.Graceful(ctx, srv)
 	if err := <-served; err != nil {
 		return fmt.Errorf("controller: serve: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/grpcstop"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 )
 
@@ -261,17 +262,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 
 	s.cancel()
-	done := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.log.Warn("fake tfs: graceful stop timed out; closing connections")
-		s.grpc.Stop()
-		<-done
+	if grpcstop.Graceful(ctx, s.grpc) {
+		s.log.Warn("fake tfs: graceful stop timed out; closed the connections")
 	}
 	s.wg.Wait()
 	if !started {
