@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/monolith-go/monolith/internal/leakcheck"
 )
 
 // serve starts a server whose every method blocks until release is closed or, unless
@@ -88,7 +89,7 @@ func TestGraceful(t *testing.T) {
 		{"handler that ignores cancellation", true, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := runtime.NumGoroutine()
+			leakcheck.Check(t)
 			release := make(chan struct{})
 			srv, conn, started := serve(t, release, tc.ignore)
 			var ended <-chan error
@@ -118,15 +119,6 @@ func TestGraceful(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("the client's RPC did not end after the stop")
 				}
-			}
-			conn.Close()
-			// Every goroutine of the server and the stop ends (the client's may take a moment).
-			deadline := time.Now().Add(5 * time.Second)
-			for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if n := runtime.NumGoroutine(); n > base {
-				t.Errorf("%d goroutines left running, %d before", n, base)
 			}
 		})
 	}

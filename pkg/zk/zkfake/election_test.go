@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
@@ -82,7 +83,7 @@ func contenders(t *testing.T, c *Fake, path string) []string {
 }
 
 func TestElectionTwoClients(t *testing.T) {
-	done := checkGoroutines(t)
+	leakcheck.Check(t)
 	srv := NewServer()
 	a, b := srv.Client(), srv.Client()
 
@@ -122,7 +123,6 @@ func TestElectionTwoClients(t *testing.T) {
 	}
 	must(t, a.Close())
 	must(t, b.Close())
-	done()
 }
 
 func TestElectionMutualExclusion(t *testing.T) {
@@ -224,7 +224,7 @@ func TestElectionEnds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			done := checkGoroutines(t)
+			leakcheck.Check(t)
 			srv := NewServer()
 			lc, wc := srv.Client(), srv.Client()
 			le, we := lc.Election("/e", "leader"), wc.Election("/e", "waiter")
@@ -267,7 +267,6 @@ func TestElectionEnds(t *testing.T) {
 				t.Fatalf("contender nodes left: %v", kids)
 			}
 			_ = probe.Close()
-			done()
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -113,26 +112,6 @@ func wantCalls(t *testing.T, r *recorder, want ...string) {
 	got := r.take()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("watch calls:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
-}
-
-// checkGoroutines returns a func that fails the test if more goroutines run than when
-// checkGoroutines was called (after a short wait for goroutines on their way out). Tests of this
-// package do not run in parallel, so the count is this test's.
-func checkGoroutines(t *testing.T) func() {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	return func() {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%d goroutines left running (had %d before):\n%s", n, before, buf)
-		}
 	}
 }
 

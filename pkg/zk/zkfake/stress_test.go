@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -14,7 +15,7 @@ import (
 // they work, and checks that every call either succeeds, fails with a ZooKeeper error, or fails
 // with ErrClosed (or ErrSessionExpired during ExpireSession), and that nothing keeps running afterwards.
 func TestConcurrentUseAndClose(t *testing.T) {
-	done := checkGoroutines(t)
+	leakcheck.Check(t)
 	srv := NewServer()
 	const workers = 6
 	clients := make([]*Fake, workers)
@@ -91,5 +92,4 @@ func TestConcurrentUseAndClose(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d watched paths still registered after every client closed", left)
 	}
-	done()
 }
