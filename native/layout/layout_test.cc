@@ -71,10 +71,10 @@ void TestBackward() {
   EXPECT(memcmp(g1.data(), want1, sizeof(want1)) == 0);
 }
 
-void ExpectError(Fixture &f, int32_t code, const char *what) {
+void ExpectError(Fixture &f, int32_t code, const char *what, int32_t threads = 2) {
   std::vector<std::vector<float>> out;
   fel_error err{};
-  int32_t rc = Forward(f, &out, 2, &err);
+  int32_t rc = Forward(f, &out, threads, &err);
   if (rc != code || err.code != code) {
     fprintf(stderr, "%s: code %d (%lld %lld %lld), want %d\n", what, rc, (long long)err.a,
             (long long)err.b, (long long)err.c, code);
@@ -98,6 +98,18 @@ void TestErrors() {
     Fixture f;
     f.in.batch_size = -1;
     ExpectError(f, FEL_ERR_BATCH_SIZE, "batch");
+  }
+  {
+    // The threads start before the checks (a batch this size asks for all 8): a failed check
+    // stops them and returns.
+    Fixture f;
+    f.in.batch_size = 1 << 20;
+    ExpectError(f, FEL_ERR_FEATURE_ROWS, "batch larger than the feature rows, 8 threads", 8);
+    std::vector<float *> grads(3, nullptr), emb(2, nullptr);
+    std::vector<int64_t> sizes(3, 0);
+    fel_error err{};
+    f.in.num_fids = 1 << 20;
+    EXPECT(fel_backward(&f.plan, &f.in, grads.data(), sizes.data(), 3, emb.data(), 8, &err) != FEL_OK);
   }
   {
     Fixture f;
