@@ -110,16 +110,12 @@ __global__ void ForwardKernel(Args a, const Group *groups, int32_t num_groups, c
         for (int64_t k = 0; k < sl.max_seq; ++k) {
           dst[k * sl.seq_stride + c] = k < e - b ? emb[EmbIndex(a, b + k, sl.start) + c] : 0.0f;
         }
-      } else if (!sl.addn) {
-        // Assigned: the first term, then the others added (the CPU kernel's Pool).
+      } else if (!sl.addn || (fr.present && fr.shared)) {
+        // Pooled: the first term, then the others added (the CPU kernel's PoolOne); assigned, except
+        // that a shared feature in an ADDN layout is added after its layout's first slice.
         float v = 0.0f;
         for (int64_t k = b; k < e; ++k) v = k == b ? Term(a, emb, sl, k, c, count) : v + Term(a, emb, sl, k, c, count);
-        dst[c] = v;
-      } else if (fr.present && fr.shared) {
-        // A shared feature in an ADDN layout: pooled once, then assigned (first slice) or added.
-        float v = 0.0f;
-        for (int64_t k = b; k < e; ++k) v = k == b ? Term(a, emb, sl, k, c, count) : v + Term(a, emb, sl, k, c, count);
-        dst[c] = sl.addn_first ? v : dst[c] + v;
+        dst[c] = !sl.addn || sl.addn_first ? v : dst[c] + v;
       } else {
         // ADDN: every term added to the region, which the layout's first slice clears.
         float v = sl.addn_first ? 0.0f : dst[c];
@@ -154,6 +150,11 @@ __global__ void BackwardKernel(Args a, int32_t num_slices, const float *grads, f
   }
 }
 
+int32_t CudaFail(cudaError_t rc, int32_t step, fel_error *err) {
+  *err = fel_error{FEL_ERR_CUDA, rc, step, 0};
+  return FEL_ERR_CUDA;
+}
+
 // Device owns the device buffers of one call.
 class Device {
  public:
@@ -185,13 +186,7 @@ class Device {
     }
   }
   bool ok() const { return rc_ == cudaSuccess; }
-  int32_t Fail(fel_error *err) const {
-    err->code = FEL_ERR_CUDA;
-    err->a = rc_;
-    err->b = step_;
-    err->c = 0;
-    return FEL_ERR_CUDA;
-  }
+  int32_t Fail(fel_error *err) const { return CudaFail(rc_, step_, err); }
 
  private:
   std::vector<void *> ptrs_;
@@ -233,11 +228,6 @@ void Stage(const fel_plan *plan, const fel_input *in, const Prepared &p, const i
   a.batch = in->batch_size;
 }
 
-int32_t CudaFail(cudaError_t rc, int32_t step, fel_error *err) {
-  *err = fel_error{FEL_ERR_CUDA, rc, step, 0};
-  return FEL_ERR_CUDA;
-}
-
 // CheckDevice fails unless there is a device to run on (fel_cuda_devices): without one, every later
 // call would fail with a less telling error.
 int32_t CheckDevice(fel_error *err) {
@@ -245,14 +235,18 @@ int32_t CheckDevice(fel_error *err) {
   return fel_cuda_devices(&count, err);
 }
 
-int32_t Blocks(int64_t warps, dim3 *grid, fel_error *err) {
-  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+// Grid sizes the launch of one warp per (unit, batch row): units are groups (forward) or slices
+// (backward). Too many rows for one grid is FEL_ERR_RESOURCE with a = 1.
+int32_t Grid(int64_t units, int64_t batch, int64_t *warps, dim3 *grid, fel_error *err) {
+  if (units > 0 && batch > INT64_MAX / units) {
+    *err = fel_error{FEL_ERR_RESOURCE, 1, batch, 0};
+    return err->code;
+  }
+  *warps = units * batch;
+  const int64_t blocks = (*warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > 0x7fffffff) {
-    err->code = FEL_ERR_RESOURCE;
-    err->a = 1;  // too many rows for one grid
-    err->b = warps;
-    err->c = 0;
-    return FEL_ERR_RESOURCE;
+    *err = fel_error{FEL_ERR_RESOURCE, 1, *warps, 0};
+    return err->code;
   }
   *grid = dim3(static_cast<unsigned>(blocks > 0 ? blocks : 1));
   return FEL_OK;
@@ -293,12 +287,7 @@ struct ForwardRun {
         groups.push_back(Group{s, 1});
       }
     }
-    if (!groups.empty() && in->batch_size > INT64_MAX / static_cast<int64_t>(groups.size())) {
-      *err = fel_error{FEL_ERR_RESOURCE, 1, in->batch_size, 0};
-      return err->code;
-    }
-    warps = static_cast<int64_t>(groups.size()) * in->batch_size;
-    if (Blocks(warps, &grid, err)) return err->code;
+    if (Grid(static_cast<int64_t>(groups.size()), in->batch_size, &warps, &grid, err)) return err->code;
     if (warps == 0) return FEL_OK;
     if (CheckDevice(err)) return err->code;
     Stage(plan, in, p, output_sizes, &dev, &st);
@@ -450,12 +439,8 @@ int32_t fel_backward_cuda(const fel_plan *plan, const fel_input *in, const float
       }
     }
     dim3 grid;
-    if (plan->num_slices > 0 && in->batch_size > INT64_MAX / plan->num_slices) {
-      *err = fel_error{FEL_ERR_RESOURCE, 1, in->batch_size, 0};
-      return err->code;
-    }
-    const int64_t warps = static_cast<int64_t>(plan->num_slices) * in->batch_size;
-    if (Blocks(warps, &grid, err)) return err->code;
+    int64_t warps = 0;
+    if (Grid(plan->num_slices, in->batch_size, &warps, &grid, err)) return err->code;
 
     if (warps == 0) {  // no contributions: zeros, without a device
       for (int32_t i = 0; i < in->num_embeddings; ++i) {

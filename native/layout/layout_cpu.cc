@@ -330,8 +330,8 @@ int32_t CheckFeatures(const fel_plan *pl, const fel_input *in, const std::vector
     // Something is wrong: find the first fault, in the order the checks are documented in.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = first + r;
-      const int64_t b = in->feature_offset[row];
-      const int64_t end = row + 1 < rows_total ? in->feature_offset[row + 1] : in->num_fids;
+      int64_t b, end;
+      FidRange(in, row, &b, &end);
       if (b < 0 || end < b || end > in->num_fids) return Fail(err, FEL_ERR_FID_RANGE, row, b, end);
       for (int64_t k = b; k < end; ++k) {
         const uint64_t fo = in->fid_offset[k];
@@ -497,7 +497,6 @@ struct Kernel {
   mutable std::atomic<bool> fault{false};
 
   void Init() {
-    InitOrder();
     slot.assign(pl->num_features, -1);
     for (int32_t f = 0; f < pl->num_features; ++f) {
       const FeatureRows &fr = prep->features[f];
@@ -762,8 +761,6 @@ struct Kernel {
     StreamFence();
   }
 
-  const float *Src(uint64_t fo, int32_t start) const { return Row(fo) + start; }
-
   // ZeroOwned zeroes the embedding gradient floats thread `self` owns (BackwardOwned's split);
   // thread 0 also zeroes the floats outside every part (v2: past the last row split).
   void ZeroOwned(float *const *emb_grads, int32_t self, int32_t threads) const {
@@ -878,7 +875,7 @@ struct Kernel {
         FidRange(in, fr.first + fr_row, &b, &e);
         const float count = static_cast<float>(e - b);
         for_owned(fr_row, [&](int64_t k) {
-          float *dst = const_cast<float *>(Src(fo[k], sl.start));
+          float *dst = const_cast<float *>(Row(fo[k])) + sl.start;
           switch (sl.pooling) {
             case FEL_SUM:
               Add(dst, g, sl.dims);
@@ -1096,7 +1093,7 @@ extern "C" {
 int32_t fel_validate(const fel_plan *plan, const fel_input *in, fel_error *err) {
   try {
     fel::Prepared p;
-    return fel::PrepareImpl(plan, in, false, true, &p, err);
+    return fel::Prepare(plan, in, &p, err);
   } catch (const std::bad_alloc &) {
     return fel::Fail(err, FEL_ERR_RESOURCE, 0);
   }
@@ -1122,6 +1119,7 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
     fel::Kernel k{plan, in, &p};
     fel::ResolveParts(p, in->embeddings, &k.part_ptr, &k.part_stride);
     k.Init();
+    k.InitOrder();
     k.InitLimits();
     std::atomic<int64_t> next{0};
     crew.Run([&](int32_t) { k.ForwardRows(outputs, &next); });

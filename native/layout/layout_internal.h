@@ -41,7 +41,8 @@ int32_t Prepare(const fel_plan *plan, const fel_input *in, Prepared *p, fel_erro
 int32_t CheckTensors(const fel_plan *plan, int64_t batch, const void *const *ptrs,
                      const int64_t *sizes, int32_t n, fel_error *err, bool need_ptrs = true);
 
-// FidRange returns the fids [*begin, *end) of feature row `row` (validated input only).
+// FidRange returns the fids [*begin, *end) of feature row `row` (an index into feature_offset); it
+// does not check them.
 inline void FidRange(const fel_input *in, int64_t row, int64_t *begin, int64_t *end) {
   *begin = in->feature_offset[row];
   *end = row + 1 < in->num_feature_rows ? in->feature_offset[row + 1] : in->num_fids;

@@ -47,13 +47,11 @@ type feature struct {
 }
 
 type table struct {
-	name     string
 	features []int // sorted feature indices
 }
 
 // slice is one out slice in plan order (layouts by name, slices in config order).
 type slice struct {
-	layout    int
 	feature   int
 	start     int
 	dims      int
@@ -144,7 +142,6 @@ func (p *Plan) compileFeatures(cfgs *examplepb.FeatureConfigs) error {
 	p.tables = make([]table, len(tableNames))
 	for i, t := range tableNames {
 		tableIdx[t] = i
-		p.tables[i].name = t
 	}
 	p.features = make([]feature, len(names))
 	for i, name := range names {
@@ -182,7 +179,7 @@ func (p *Plan) compileLayouts(cfgs *examplepb.FeatureConfigs) error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for li, name := range names {
+	for _, name := range names {
 		oc := cfgs.GetOutConfigs()[name]
 		var slices []slice
 		for i, sc := range oc.GetSliceConfigs() {
@@ -195,7 +192,7 @@ func (p *Plan) compileLayouts(cfgs *examplepb.FeatureConfigs) error {
 			if start < 0 || end <= start || end > fe.dimsSum {
 				return configErr("layout %q slice %d: columns [%d, %d) of feature %q (dims %d)", name, i, start, end, fe.name, fe.dimsSum)
 			}
-			s := slice{layout: li, feature: f, start: start, dims: end - start, pooling: fe.pooling}
+			s := slice{feature: f, start: start, dims: end - start, pooling: fe.pooling}
 			switch fe.pooling {
 			case examplepb.PoolingType_SUM, examplepb.PoolingType_MEAN:
 			case examplepb.PoolingType_FIRSTN:
@@ -208,7 +205,7 @@ func (p *Plan) compileLayouts(cfgs *examplepb.FeatureConfigs) error {
 			}
 			slices = append(slices, s)
 		}
-		if err := p.placeSlices(name, li, oc, slices); err != nil {
+		if err := p.placeSlices(name, oc, slices); err != nil {
 			return err
 		}
 	}
@@ -217,8 +214,9 @@ func (p *Plan) compileLayouts(cfgs *examplepb.FeatureConfigs) error {
 
 // placeSlices checks a layout's shapes against its slices (as infer_shape writes them) and gives
 // every slice its output tensor and region.
-func (p *Plan) placeSlices(name string, li int, oc *examplepb.OutConfig, slices []slice) error {
+func (p *Plan) placeSlices(name string, oc *examplepb.OutConfig, slices []slice) error {
 	shapes := oc.GetShape()
+	first := len(p.outputs) // this layout's first output
 	addOutput := func(shape *examplepb.TensorShape) (int, []int) {
 		dims := make([]int, len(shape.GetDims()))
 		row := 1
@@ -228,7 +226,7 @@ func (p *Plan) placeSlices(name string, li int, oc *examplepb.OutConfig, slices 
 				row *= int(d)
 			}
 		}
-		p.outputs = append(p.outputs, OutputSpec{Layout: name, Index: len(p.outputs) - p.firstOutput(name), Shape: dims, RowSize: row})
+		p.outputs = append(p.outputs, OutputSpec{Layout: name, Index: len(p.outputs) - first, Shape: dims, RowSize: row})
 		return len(p.outputs) - 1, dims
 	}
 	checkBatchDim := func(i int, dims []int) error {
@@ -342,17 +340,6 @@ func (p *Plan) placeSlices(name string, li int, oc *examplepb.OutConfig, slices 
 	}
 	p.slices = append(p.slices, slices...)
 	return nil
-}
-
-// firstOutput is the index of the first output of layout name (outputs are appended layout by
-// layout).
-func (p *Plan) firstOutput(name string) int {
-	for i, o := range p.outputs {
-		if o.Layout == name {
-			return i
-		}
-	}
-	return len(p.outputs)
 }
 
 // Outputs describes the op's output tensors in order (layouts sorted by name, then their shapes).

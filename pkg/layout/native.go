@@ -2,9 +2,9 @@
 
 package layout
 
-// The C++ kernel is compiled into this package: by `go build` through native_unity.cc, which
-// includes native/layout/layout_cpu.cc, and by Bazel from the //native/layout cc_library (cdeps),
-// which defines MONOLITH_LAYOUT_CDEPS so that the unity file compiles to nothing.
+// The C++ kernel is compiled into this package: by `go build` through the symlink layout_cpu.cc
+// (native/layout/layout_cpu.cc), and by Bazel from the //native/layout:layout_cpu cc_library
+// (cdeps; gazelle excludes the symlinks).
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../..
