@@ -2,7 +2,8 @@ package backend
 
 import (
 	"bytes"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/monolith-go/monolith/pkg/pyfmt"
@@ -20,17 +21,17 @@ func (info BzidInfo) MarshalJSON() ([]byte, error) {
 	w.open('{')
 	w.key("model_info")
 	w.open('{')
-	for _, name := range sortedMapKeys(info.Models) {
+	for _, name := range slices.Sorted(maps.Keys(info.Models)) {
 		m := info.Models[name]
 		w.key(name)
-		keys := sortedMapKeys(m.SubGraphs)
+		keys := slices.Collect(maps.Keys(m.SubGraphs)) // sorted below, with the counts
 		if m.SubGraphsTotal != nil {
 			keys = append(keys, "sub_graphs_total")
 		}
 		if m.SubGraphsAvailable > 0 {
 			keys = append(keys, "sub_graphs_available")
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		w.open('{')
 		for _, k := range keys {
 			w.key(k)
@@ -57,10 +58,10 @@ func (info BzidInfo) MarshalJSON() ([]byte, error) {
 	w.close('}')
 	w.key("container_info")
 	w.open('{')
-	for _, cluster := range sortedMapKeys(info.Containers) {
+	for _, cluster := range slices.Sorted(maps.Keys(info.Containers)) {
 		w.key(cluster)
 		w.open('{')
-		for _, id := range sortedMapKeys(info.Containers[cluster]) {
+		for _, id := range slices.Sorted(maps.Keys(info.Containers[cluster])) {
 			c := info.Containers[cluster][id]
 			w.key(id)
 			w.open('{')
@@ -79,7 +80,7 @@ func (info BzidInfo) MarshalJSON() ([]byte, error) {
 	w.close('}')
 	w.key("layout_info")
 	w.open('{')
-	for _, l := range sortedMapKeys(info.Layouts) {
+	for _, l := range slices.Sorted(maps.Keys(info.Layouts)) {
 		w.key(l)
 		w.strs(info.Layouts[l])
 	}
@@ -147,13 +148,4 @@ func (w *jsonWriter) strs(list []string) {
 		w.str(s)
 	}
 	w.close(']')
-}
-
-func sortedMapKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

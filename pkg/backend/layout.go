@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
@@ -259,19 +261,16 @@ func (ls *layoutState) watchConfigs(ctx context.Context, models []SavedModel) er
 		}
 	}
 	ls.mu.Unlock()
-	errs := make([]error, len(todo))
-	sem := make(chan struct{}, readConcurrency)
-	var wg sync.WaitGroup
+	errs := make([]error, len(todo)) // the first in order is returned, whichever failed first
+	var g errgroup.Group
+	g.SetLimit(readConcurrency)
 	for i, sm := range todo {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			errs[i] = ls.watchConfig(ctx, sm)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -437,19 +439,16 @@ func (b *ZKBackend) getNodes(ctx context.Context, paths []string) []nodeRead {
 		out[0] = nodeRead{d, ok, err}
 		return out
 	}
-	sem := make(chan struct{}, readConcurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(readConcurrency)
 	for i, p := range paths {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			d, ok, err := b.getNode(ctx, p)
 			out[i] = nodeRead{d, ok, err}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	return out
 }
 

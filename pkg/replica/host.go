@@ -46,10 +46,12 @@ func lookupHost(ctx context.Context, network string) (string, error) {
 	return ips[0].String(), nil
 }
 
-// hostMeta is the ReplicaMeta a replica registers: its gRPC and archon addresses in both families,
-// stat UNKNOWN. The IPv4 host is MY_HOST_IP, else the host name's address, else 0.0.0.0; the IPv6
-// host is MY_HOST_IPV6 when not empty, else the host name's IPv6 address, else ::.
-func hostMeta(ctx context.Context, env agentconf.LookupEnv, res HostResolver, grpcPort, archonPort int) datadef.ReplicaMeta {
+// hostAddrs are the hosts a replica registers: the IPv4 host is MY_HOST_IP, else the host name's
+// address, else 0.0.0.0; the IPv6 host is MY_HOST_IPV6 when not empty, else the host name's IPv6
+// address, else ::, bracketed.
+type hostAddrs struct{ v4, v6 string }
+
+func resolveHost(ctx context.Context, env agentconf.LookupEnv, res HostResolver) hostAddrs {
 	host, ok := env("MY_HOST_IP")
 	if !ok {
 		var err error
@@ -64,12 +66,17 @@ func hostMeta(ctx context.Context, env agentconf.LookupEnv, res HostResolver, gr
 			v6 = "::"
 		}
 	}
-	v6 = "[" + v6 + "]"
+	return hostAddrs{v4: host, v6: "[" + v6 + "]"}
+}
+
+// meta is the ReplicaMeta a replica registers: its gRPC and archon addresses in both families,
+// stat UNKNOWN.
+func (h hostAddrs) meta(grpcPort, archonPort int) datadef.ReplicaMeta {
 	m := datadef.NewReplicaMeta()
-	m.Address = hostPort(host, grpcPort)
-	m.AddressIPv6 = hostPort(v6, grpcPort)
-	m.ArchonAddress = hostPort(host, archonPort)
-	m.ArchonAddressIPv6 = hostPort(v6, archonPort)
+	m.Address = hostPort(h.v4, grpcPort)
+	m.AddressIPv6 = hostPort(h.v6, grpcPort)
+	m.ArchonAddress = hostPort(h.v4, archonPort)
+	m.ArchonAddressIPv6 = hostPort(h.v6, archonPort)
 	return m
 }
 

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
-	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
@@ -79,9 +77,7 @@ func (u *Updater) checkVersion(ctx context.Context, name string) error {
 	if len(statuses) == 0 {
 		return nil
 	}
-	sorted := append([]*servingapis.ModelVersionStatus(nil), statuses...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].GetVersion() > sorted[j].GetVersion() })
-	latest := sorted[0]
+	latest := latestStatus(statuses)
 	if latest.GetStatus().GetErrorCode() != tfprotobuf.Code_OK {
 		return errkind.New(errkind.Generic, "%s", latest.GetStatus().GetErrorMessage())
 	}

@@ -2,10 +2,12 @@ package replica
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,6 +256,8 @@ func port(p *int, name string) (int, error) {
 // status updates set the real stat afterwards.
 func (u *Updater) Register(ctx context.Context) error {
 	c := u.conf
+	// Every node holds the same host addresses: resolve them once, not once per node.
+	host := resolveHost(ctx, u.opts.Env, u.opts.Resolver)
 	if u.servesEntry() {
 		grpc, err := port(c.TFSEntryPort, "tfs_entry_port")
 		if err != nil {
@@ -263,7 +267,7 @@ func (u *Updater) Register(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := u.register(ctx, u.entryRegisterPath(u.ReplicaID()), grpc, archon, true); err != nil {
+		if err := u.register(ctx, u.entryRegisterPath(u.ReplicaID()), host.meta(grpc, archon), true); err != nil {
 			return err
 		}
 	}
@@ -277,7 +281,7 @@ func (u *Updater) Register(ctx context.Context) error {
 			return err
 		}
 		err = parallel(ctx, len(u.psTasks), DefaultParallelism, func(ctx context.Context, i int) error {
-			return u.register(ctx, u.PSPath(u.psTasks[i]), grpc, archon, false)
+			return u.register(ctx, u.PSPath(u.psTasks[i]), host.meta(grpc, archon), false)
 		})
 		if err != nil {
 			return err
@@ -292,7 +296,7 @@ func (u *Updater) Register(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := u.register(ctx, u.DensePath(), grpc, archon, false); err != nil {
+		if err := u.register(ctx, u.DensePath(), host.meta(grpc, archon), false); err != nil {
 			return err
 		}
 	}
@@ -300,8 +304,7 @@ func (u *Updater) Register(ctx context.Context) error {
 }
 
 // register is the reference's _do_register for one node.
-func (u *Updater) register(ctx context.Context, path string, grpc, archon int, entry bool) error {
-	meta := hostMeta(ctx, u.opts.Env, u.opts.Resolver, grpc, archon)
+func (u *Updater) register(ctx context.Context, path string, meta datadef.ReplicaMeta, entry bool) error {
 	data := meta.Serialize()
 	unlock := u.lockNode(path)
 	defer unlock()
@@ -395,20 +398,27 @@ func (u *Updater) update(ctx context.Context, name string) error {
 	return u.setStat(ctx, path, datadef.ModelState(chosen.GetState()))
 }
 
-// chooseStatus picks the newest AVAILABLE version, else the highest version (the only one when
-// there is one).
+// chooseStatus picks the newest AVAILABLE version, else the highest version (the first listed
+// among equal versions, as the reference's stable sort does).
 func chooseStatus(statuses []*servingapis.ModelVersionStatus) *servingapis.ModelVersionStatus {
-	if len(statuses) == 1 {
-		return statuses[0]
-	}
-	sorted := append([]*servingapis.ModelVersionStatus(nil), statuses...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].GetVersion() > sorted[j].GetVersion() })
-	for _, s := range sorted {
-		if s.GetState() == servingapis.ModelVersionStatus_AVAILABLE {
-			return s
+	var best *servingapis.ModelVersionStatus
+	for _, s := range statuses {
+		if s.GetState() == servingapis.ModelVersionStatus_AVAILABLE && (best == nil || s.GetVersion() > best.GetVersion()) {
+			best = s
 		}
 	}
-	return sorted[0]
+	if best != nil {
+		return best
+	}
+	return latestStatus(statuses)
+}
+
+// latestStatus is the status of the highest version, the first listed among equal ones; statuses
+// must not be empty.
+func latestStatus(statuses []*servingapis.ModelVersionStatus) *servingapis.ModelVersionStatus {
+	return slices.MaxFunc(statuses, func(a, b *servingapis.ModelVersionStatus) int {
+		return cmp.Compare(a.GetVersion(), b.GetVersion())
+	})
 }
 
 // setStat writes the node's stat when it differs from the one last written; a missing node is

@@ -48,11 +48,12 @@ func (h *Host) NewCPUFromFile(file string) (*CPU, error) {
 // without a cgroup, the host's busy time from /proc/stat.
 func (h *Host) NewCPU() (*CPU, error) {
 	var read func() (int64, error)
-	if cg, ok := h.findCgroup("cpuacct", "cpuacct.usage", "cpuacct", "cpu,cpuacct", "cpu"); ok && !cg.v2 {
-		file := filepath.Join(cg.dir, "cpuacct.usage")
+	lines, _ := h.readCgroups() // unreadable: no cgroup
+	if dir, ok := h.cgroupV1(lines, "cpuacct", "cpuacct.usage", "cpuacct", "cpu,cpuacct", "cpu"); ok {
+		file := filepath.Join(dir, "cpuacct.usage")
 		read = func() (int64, error) { return h.readInt(file) }
-	} else if cg, ok := h.findCgroup("cpu", "cpu.stat"); ok && cg.v2 {
-		file := filepath.Join(cg.dir, "cpu.stat")
+	} else if dir, ok := h.cgroupV2(lines, "cpu", "cpu.stat"); ok {
+		file := filepath.Join(dir, "cpu.stat")
 		read = func() (int64, error) {
 			usec, err := h.statField(file, "usage_usec")
 			return usec * 1000, err
@@ -155,26 +156,27 @@ func (h *Host) NumCPU() (int, error) {
 
 // cpuQuota returns the CFS quota and period in µs; limited is false when there is none.
 func (h *Host) cpuQuota() (quota, period int64, limited bool, err error) {
-	if cg, ok := h.findCgroup("cpu", "cpu.cfs_quota_us", "cpu", "cpu,cpuacct"); ok && !cg.v2 {
-		if quota, err = h.readInt(filepath.Join(cg.dir, "cpu.cfs_quota_us")); err != nil {
+	lines, _ := h.readCgroups() // unreadable: no cgroup
+	if dir, ok := h.cgroupV1(lines, "cpu", "cpu.cfs_quota_us", "cpu", "cpu,cpuacct"); ok {
+		if quota, err = h.readInt(filepath.Join(dir, "cpu.cfs_quota_us")); err != nil {
 			return 0, 0, false, err
 		}
-		if period, err = h.readInt(filepath.Join(cg.dir, "cpu.cfs_period_us")); err != nil {
+		if period, err = h.readInt(filepath.Join(dir, "cpu.cfs_period_us")); err != nil {
 			return 0, 0, false, err
 		}
 		return quota, period, quota > 0 && period > 0, nil
 	}
-	cg, ok := h.findCgroup("cpu", "cpu.max")
+	dir, ok := h.cgroupV2(lines, "cpu", "cpu.max")
 	if !ok {
 		return 0, 0, false, nil
 	}
-	raw, err := h.readFile(filepath.Join(cg.dir, "cpu.max"))
+	raw, err := h.readFile(filepath.Join(dir, "cpu.max"))
 	if err != nil {
 		return 0, 0, false, err
 	}
 	f := strings.Fields(string(raw))
 	if len(f) != 2 {
-		return 0, 0, false, errkind.New(errkind.Value, "%s/cpu.max: want \"quota period\", got %q", cg.dir, raw)
+		return 0, 0, false, errkind.New(errkind.Value, "%s/cpu.max: want \"quota period\", got %q", dir, raw)
 	}
 	if f[0] == "max" {
 		return 0, 0, false, nil
@@ -182,7 +184,7 @@ func (h *Host) cpuQuota() (quota, period int64, limited bool, err error) {
 	q, err1 := strconv.ParseInt(f[0], 10, 64)
 	p, err2 := strconv.ParseInt(f[1], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, 0, false, errkind.New(errkind.Value, "%s/cpu.max: want \"quota period\", got %q", cg.dir, raw)
+		return 0, 0, false, errkind.New(errkind.Value, "%s/cpu.max: want \"quota period\", got %q", dir, raw)
 	}
 	return q, p, q > 0 && p > 0, nil
 }

@@ -167,52 +167,53 @@ func (h *Host) PodCgroupPath() (path string, ok bool) {
 	return "", false
 }
 
-// cgroup is the directory of one controller of the pod's cgroup.
-type cgroup struct {
-	v2  bool
-	dir string // path before Root is applied
+func (h *Host) hasFile(dir, file string) bool {
+	_, err := os.Stat(h.path(filepath.Join(dir, file)))
+	return err == nil
 }
 
-// findCgroup locates the directory holding file for controller. v1Mounts are the directory names the
-// controller's v1 hierarchy is conventionally mounted under. A container without a cgroup namespace
-// sees its full path in /proc/1/cgroup but its own cgroup at the mount root, so the mount root is
-// tried when the full path has no such file. ok is false when the controller has no cgroup.
-func (h *Host) findCgroup(controller, file string, v1Mounts ...string) (cgroup, bool) {
-	lines, err := h.readCgroups()
-	if err != nil {
-		return cgroup{}, false
-	}
-	exists := func(dir string) bool {
-		_, err := os.Stat(h.path(filepath.Join(dir, file)))
-		return err == nil
-	}
+// cgroupV1 locates the cgroup v1 directory holding file for controller (the path before Root is
+// applied) among the lines of readCgroups, which a probe reads once for both hierarchies. mounts
+// are the directory names the controller's hierarchy is conventionally mounted under. A container
+// without a cgroup namespace sees its full path in /proc/1/cgroup but its own cgroup at the mount
+// root, so the mount root is tried when the full path has no such file.
+func (h *Host) cgroupV1(lines []cgroupLine, controller, file string, mounts ...string) (string, bool) {
 	for _, l := range lines {
 		if !slices.Contains(l.controllers, controller) {
 			continue
 		}
-		for _, m := range v1Mounts {
+		for _, m := range mounts {
 			for _, dir := range []string{filepath.Join(cgroupRoot, m, l.path), filepath.Join(cgroupRoot, m)} {
-				if exists(dir) {
-					return cgroup{dir: dir}, true
+				if h.hasFile(dir, file) {
+					return dir, true
 				}
 			}
 		}
 	}
+	return "", false
+}
+
+// cgroupV2 locates the unified (v2) cgroup directory holding file, when controller is enabled
+// there; the mount root is tried as in cgroupV1.
+func (h *Host) cgroupV2(lines []cgroupLine, controller, file string) (string, bool) {
+	if len(lines) == 0 {
+		return "", false
+	}
 	ctrls, err := h.readFile(cgroupRoot + "/cgroup.controllers")
 	if err != nil || !slices.Contains(strings.Fields(string(ctrls)), controller) {
-		return cgroup{}, false
+		return "", false
 	}
 	for _, l := range lines {
 		if len(l.controllers) != 0 {
 			continue
 		}
 		for _, dir := range []string{filepath.Join(cgroupRoot, l.path), cgroupRoot} {
-			if exists(dir) {
-				return cgroup{v2: true, dir: dir}, true
+			if h.hasFile(dir, file) {
+				return dir, true
 			}
 		}
 	}
-	return cgroup{}, false
+	return "", false
 }
 
 // meminfo reads /proc/meminfo in bytes, keyed by field name without the colon.

@@ -16,23 +16,24 @@ const unlimitedV1 = int64(1) << 62
 // memCgroup returns the pod's memory limit and usage in bytes; limited is false when no cgroup
 // limits memory (no cgroup, v2 "max", v1 "unlimited" or 0).
 func (h *Host) memCgroup() (limit, usage int64, limited bool, err error) {
-	if cg, ok := h.findCgroup("memory", "memory.limit_in_bytes", "memory"); ok && !cg.v2 {
-		if limit, err = h.readInt(filepath.Join(cg.dir, "memory.limit_in_bytes")); err != nil {
+	lines, _ := h.readCgroups() // unreadable: no cgroup
+	if dir, ok := h.cgroupV1(lines, "memory", "memory.limit_in_bytes", "memory"); ok {
+		if limit, err = h.readInt(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
 			return 0, 0, false, fmt.Errorf("memory limit: %w", err)
 		}
 		if limit <= 0 || limit >= unlimitedV1 {
 			return 0, 0, false, nil
 		}
-		if usage, err = h.readInt(filepath.Join(cg.dir, "memory.usage_in_bytes")); err != nil {
+		if usage, err = h.readInt(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
 			return 0, 0, false, fmt.Errorf("memory usage: %w", err)
 		}
 		return limit, usage, true, nil
 	}
-	cg, ok := h.findCgroup("memory", "memory.max")
+	dir, ok := h.cgroupV2(lines, "memory", "memory.max")
 	if !ok {
 		return 0, 0, false, nil
 	}
-	raw, err := h.readFile(filepath.Join(cg.dir, "memory.max"))
+	raw, err := h.readFile(filepath.Join(dir, "memory.max"))
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("memory limit: %w", err)
 	}
@@ -41,12 +42,12 @@ func (h *Host) memCgroup() (limit, usage int64, limited bool, err error) {
 		return 0, 0, false, nil
 	}
 	if limit, err = strconv.ParseInt(s, 10, 64); err != nil {
-		return 0, 0, false, errkind.New(errkind.Value, "memory limit: %s: not an integer: %q", cg.dir, s)
+		return 0, 0, false, errkind.New(errkind.Value, "memory limit: %s: not an integer: %q", dir, s)
 	}
 	if limit <= 0 {
 		return 0, 0, false, nil
 	}
-	if usage, err = h.readInt(filepath.Join(cg.dir, "memory.current")); err != nil {
+	if usage, err = h.readInt(filepath.Join(dir, "memory.current")); err != nil {
 		return 0, 0, false, fmt.Errorf("memory usage: %w", err)
 	}
 	return limit, usage, true, nil
