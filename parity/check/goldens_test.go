@@ -9,6 +9,7 @@ import (
 
 	"github.com/monolith-go/monolith/parity/adapters"
 	"github.com/monolith-go/monolith/parity/harness"
+	"github.com/monolith-go/monolith/parity/policy"
 	"github.com/monolith-go/monolith/tools/specgen/spec"
 )
 
@@ -34,7 +35,7 @@ func runPythonGoldens(t *testing.T) pythonRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := policyFromSpecs(specs)
+	pol, err := policy.FromSpecs(specs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func runPythonGoldens(t *testing.T) pythonRun {
 	reg := harness.NewRegistry()
 	adapters.RegisterAll(reg)
 	var out bytes.Buffer
-	return pythonRun{root: root, specs: specs, reg: reg, sum: harness.Run(cases, reg, policy, &out)}
+	return pythonRun{root: root, specs: specs, reg: reg, sum: harness.Run(cases, reg, pol, &out)}
 }
 
 // TestPythonGoldens: no case may fail, and a case may be skipped only when every spec symbol naming

@@ -21,14 +21,14 @@ func loadPolicy(dir string, stderr io.Writer) (harness.Policy, []*spec.Spec, err
 	}
 	if !has {
 		fmt.Fprintf(stderr, "check: warning: no specs (*.yaml) under %s; no declarations or exact messages apply\n", dir)
-		p, err := policyFromSpecs(nil)
+		p, err := policy.FromSpecs(nil)
 		return p, nil, err
 	}
 	specs, err := spec.LoadDir(dir)
 	if err != nil {
 		return harness.Policy{}, nil, fmt.Errorf("load specs: %w", err)
 	}
-	p, err := policyFromSpecs(specs)
+	p, err := policy.FromSpecs(specs)
 	return p, specs, err
 }
 
@@ -49,6 +49,3 @@ func hasSpecs(dir string) (bool, error) {
 	}
 	return found, nil
 }
-
-// policyFromSpecs is policy.FromSpecs (kept for the checker's tests).
-func policyFromSpecs(specs []*spec.Spec) (harness.Policy, error) { return policy.FromSpecs(specs) }

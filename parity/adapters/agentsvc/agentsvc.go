@@ -47,9 +47,10 @@ func Register(r *harness.Registry) {
 	r.Register(CallV3, v3)
 }
 
-// v3Script is the reference scenario of CallV3 (its recording lists the requests in the output
-// only): HeartBeat for PS and ENTRY, GetReplicas, GetResource. input.requests overrides it.
-var v3Script = []rpcRequest{
+// defaultScript is the reference scenario of CallV1 and CallV3 (the CallV3 recording lists the
+// requests in the output only): HeartBeat for PS and ENTRY, GetReplicas, GetResource.
+// input.requests overrides it.
+var defaultScript = []rpcRequest{
 	{RPC: "HeartBeat", Request: map[string]any{"server_type": "PS"}},
 	{RPC: "HeartBeat", Request: map[string]any{"server_type": "ENTRY"}},
 	{RPC: "GetReplicas", Request: map[string]any{"server_type": "PS", "task": 0}},
@@ -97,7 +98,7 @@ func v3(c *harness.Ctx, in harness.Input) (any, error) {
 	if err := in.Decode("addrs", &addrs); err != nil {
 		return nil, err
 	}
-	reqs, err := requests(in, v3Script)
+	reqs, err := requests(in, defaultScript)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,9 @@ package agentsvc
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/monolith-go/monolith/parity/goldentest"
 	"testing"
 
+	"github.com/monolith-go/monolith/parity/goldentest"
 	"github.com/monolith-go/monolith/parity/harness"
 )
 

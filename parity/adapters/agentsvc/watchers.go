@@ -23,14 +23,6 @@ const seedTimeout = 10 * time.Second
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// v1Script is the reference scenario of CallV1 when input.requests is absent.
-var v1Script = []rpcRequest{
-	{RPC: "HeartBeat", Request: map[string]any{"server_type": "PS"}},
-	{RPC: "HeartBeat", Request: map[string]any{"server_type": "ENTRY"}},
-	{RPC: "GetReplicas", Request: map[string]any{"server_type": "PS", "task": 0}},
-	{RPC: "GetResource", Request: map[string]any{}},
-}
-
 // v1 serves a real ReplicaWatcher: input.seed ([path, ReplicaMeta fields] pairs) is written to a
 // zkfake tree by another session, as registering replicas would, and the watcher loads it on
 // Start (the reference's watch_data); its reconciliation poll is off, as the recording's was.
@@ -47,7 +39,7 @@ func v1(c *harness.Ctx, in harness.Input) (any, error) {
 	if err := in.Decode("seed", &seed); err != nil {
 		return nil, err
 	}
-	reqs, err := requests(in, v1Script)
+	reqs, err := requests(in, defaultScript)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ package backend
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	bk "github.com/monolith-go/monolith/pkg/backend"
-	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -30,11 +28,6 @@ func Register(r *harness.Registry) {
 	r.Register("ZKBackend(bzid, real ZooKeeper) op sequence", scenarioRealZK)
 }
 
-// pyBytes is how the goldens write a Python bytes value.
-func pyBytes(b []byte) map[string]any {
-	return map[string]any{"utf8": string(b), "py_repr": pyfmt.BytesRepr(b), "hex": hex.EncodeToString(b)}
-}
-
 func str(s string) *string { return &s }
 
 // serialize: the case records the reference's objects in its output only; these are the
@@ -43,11 +36,11 @@ func str(s string) *string { return &s }
 // Container("psm;idc;cl", "pod")).
 func serialize(*harness.Ctx, harness.Input) (any, error) {
 	return map[string]any{
-		"ContainerServiceInfo": pyBytes(bk.ContainerServiceInfo{GRPC: str("a:1"), HTTP: str("a:2"), Archon: str("a:3"),
+		"ContainerServiceInfo": utils.PyBytes(bk.ContainerServiceInfo{GRPC: str("a:1"), HTTP: str("a:2"), Archon: str("a:3"),
 			Agent: str("a:4"), IDC: str("LQ"), DebugInfo: str("d")}.Serialize()),
-		"ContainerServiceInfo_default":   pyBytes(bk.ContainerServiceInfo{}.Serialize()),
-		"SavedModelDeployConfig":         pyBytes(bk.SavedModelDeployConfig{ModelBasePath: str("/p"), VersionPolicy: str("latest")}.Serialize()),
-		"SavedModelDeployConfig_default": pyBytes(bk.SavedModelDeployConfig{}.Serialize()),
+		"ContainerServiceInfo_default":   utils.PyBytes(bk.ContainerServiceInfo{}.Serialize()),
+		"SavedModelDeployConfig":         utils.PyBytes(bk.SavedModelDeployConfig{ModelBasePath: str("/p"), VersionPolicy: str("latest")}.Serialize()),
+		"SavedModelDeployConfig_default": utils.PyBytes(bk.SavedModelDeployConfig{}.Serialize()),
 		"SavedModel_str":                 bk.SavedModel{ModelName: "m", SubGraph: "ps_0"}.String(),
 		"Container_str":                  bk.Container{Cluster: "psm;idc;cl", ID: "pod"}.String(),
 	}, nil

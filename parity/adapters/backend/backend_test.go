@@ -1,10 +1,10 @@
 package backend
 
 import (
-	"github.com/monolith-go/monolith/parity/goldentest"
 	"path/filepath"
 	"testing"
 
+	"github.com/monolith-go/monolith/parity/goldentest"
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )

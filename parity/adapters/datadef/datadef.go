@@ -3,13 +3,12 @@ package datadef
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
+	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/datadef"
-	"github.com/monolith-go/monolith/pkg/pyfmt"
 )
 
 // Register adds the data_def.py calls.
@@ -23,11 +22,6 @@ func Register(r *harness.Registry) {
 		r.Register(class+".get_path", getPath)
 	}
 	r.Register("ReplicaMeta.get_address", getAddress)
-}
-
-// pyBytes is how the goldens write a Python bytes value.
-func pyBytes(b []byte) map[string]any {
-	return map[string]any{"utf8": string(b), "py_repr": pyfmt.BytesRepr(b), "hex": hex.EncodeToString(b)}
 }
 
 func enumValues(*harness.Ctx, harness.Input) (any, error) {
@@ -176,7 +170,7 @@ func serialize(_ *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pyBytes(rec.Serialize()), nil
+	return utils.PyBytes(rec.Serialize()), nil
 }
 
 func optStr(s *string) any {
@@ -218,7 +212,7 @@ func fields(rec record) map[string]any {
 			"model_name": optStr(r.ModelName), "server_type": optStr(r.ServerType), "task": r.Task, "replica": r.Replica,
 			"archon_address": optStr(r.ArchonAddress), "archon_address_ipv6": optStr(r.ArchonAddressIPv6)}
 	case datadef.Event:
-		return map[string]any{"path": optStr(r.Path), "data": pyBytes(r.Data), "etype": r.EType.String()}
+		return map[string]any{"path": optStr(r.Path), "data": utils.PyBytes(r.Data), "etype": r.EType.String()}
 	}
 	return nil
 }
@@ -236,7 +230,7 @@ func deserialize(_ *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"fields": fields(rec), "reserialized": pyBytes(rec.Serialize())}, nil
+	return map[string]any{"fields": fields(rec), "reserialized": utils.PyBytes(rec.Serialize())}, nil
 }
 
 func getPath(_ *harness.Ctx, in harness.Input) (any, error) {

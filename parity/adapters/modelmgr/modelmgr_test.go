@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/monolith-go/monolith/parity/goldentest"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/monolith-go/monolith/parity/goldentest"
 	"github.com/monolith-go/monolith/parity/harness"
 )
 

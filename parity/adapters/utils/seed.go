@@ -2,13 +2,20 @@ package utils
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
+
+// PyBytes is how the goldens write a Python bytes value.
+func PyBytes(b []byte) map[string]any {
+	return map[string]any{"utf8": string(b), "py_repr": pyfmt.BytesRepr(b), "hex": hex.EncodeToString(b)}
+}
 
 // SeedReplicas writes a case's seed, [path, ReplicaMeta fields] pairs, into ZooKeeper through w,
 // as registering replicas would: the recorded watcher cases start from such a tree.

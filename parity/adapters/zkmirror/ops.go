@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -62,7 +63,7 @@ func apply(ctx context.Context, m *zkmirror.Mirror, name string, args any) (any,
 			return nil, a.err
 		}
 		if d, ok := m.Get(path); ok {
-			return pyBytes(d), nil
+			return utils.PyBytes(d), nil
 		}
 		return nil, nil
 	case "get_children", "get_published_path":

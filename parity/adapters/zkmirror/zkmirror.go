@@ -6,7 +6,6 @@ package zkmirror
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
-	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
@@ -226,13 +224,9 @@ func drain(q *zkmirror.Queue) []any {
 			js = nil
 		}
 		events = append(events, map[string]any{
-			"path": optStr(ev.Path), "etype": ev.EType.String(), "data": pyBytes(ev.Data), "data_json": js,
+			"path": optStr(ev.Path), "etype": ev.EType.String(), "data": utils.PyBytes(ev.Data), "data_json": js,
 		})
 	}
-}
-
-func pyBytes(b []byte) map[string]any {
-	return map[string]any{"utf8": string(b), "py_repr": pyfmt.BytesRepr(b), "hex": hex.EncodeToString(b)}
 }
 
 // dumpTree is utils.DumpTree bounded by 10 s.

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/monolith-go/monolith/parity/goldentest"
 	"sort"
 	"testing"
 
+	"github.com/monolith-go/monolith/parity/goldentest"
 	"github.com/monolith-go/monolith/parity/harness"
 )
 

@@ -2,6 +2,7 @@ package embeddinghostcall
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/core/auc"
@@ -475,7 +476,7 @@ func sliceTensor[T tensor.Elem](t tensor.Tensor, indices *tensor.Dense[int64], e
 	if t == nil {
 		return nil, errkind.New(errkind.Precondition, "slice of a missing tensor")
 	}
-	if tensor.ShapeList(t.Shape()) != tensor.ShapeList(expect) {
+	if !slices.Equal(t.Shape(), expect) {
 		return nil, errkind.New(errkind.Precondition, "Expect shape: %s, but actual shape: %s", tensor.ShapeList(expect), tensor.ShapeList(t.Shape()))
 	}
 	if t.DType() != tensor.DTypeOf[T]() {

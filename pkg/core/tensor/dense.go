@@ -165,26 +165,22 @@ func (t *Dense[T]) String() string {
 
 // ShapeString formats a shape as TF's TensorShape prints: (), (3,), (2, 3).
 func ShapeString(shape []int) string {
-	switch len(shape) {
-	case 0:
-		return "()"
-	case 1:
+	if len(shape) == 1 {
 		return "(" + strconv.Itoa(shape[0]) + ",)"
 	}
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = strconv.Itoa(d)
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
+	return "(" + joinDims(shape) + ")"
 }
 
 // ShapeList formats a shape as Python prints TensorShape.as_list(): [], [3], [2, 3].
-func ShapeList(shape []int) string {
+func ShapeList(shape []int) string { return "[" + joinDims(shape) + "]" }
+
+// joinDims is the dimensions separated by ", ".
+func joinDims(shape []int) string {
 	parts := make([]string, len(shape))
 	for i, d := range shape {
 		parts[i] = strconv.Itoa(d)
 	}
-	return "[" + strings.Join(parts, ", ") + "]"
+	return strings.Join(parts, ", ")
 }
 
 // resolveShape fills in a -1 dimension so the shape holds n elements.
