@@ -10,6 +10,7 @@ import (
 	"github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 func (c *AgentConfig) getenv(key string) string {
@@ -162,7 +163,7 @@ func (c *AgentConfig) ServerSchedule(serverType string) ([]*int, error) {
 		}
 		out := []*int{}
 		for i := 0; i < c.NumPS; i++ {
-			if pyMod(i, n) == shard {
+			if pyint.FloorMod(i, n) == shard {
 				v := i
 				out = append(out, &v)
 			}
@@ -172,14 +173,6 @@ func (c *AgentConfig) ServerSchedule(serverType string) ([]*int, error) {
 		return []*int{c.ReplicaID}, nil
 	}
 	return []*int{nil}, nil
-}
-
-func pyMod(a, b int) int {
-	m := a % b
-	if m != 0 && (m < 0) != (b < 0) {
-		m += b
-	}
-	return m
 }
 
 // PlatformConfigText is the TF Serving platform config (PlatformConfigMap text format, byte-identical

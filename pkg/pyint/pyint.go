@@ -1,7 +1,7 @@
-// Package pyint parses integers as Python's int(str) does, in base 10: the reference reads
-// environment variables, sub-model indices, version directories and vocabulary files with it, so
-// text it accepts ("  -1_000\n") must be accepted here, and text it rejects ("-_1", "1__0")
-// rejected.
+// Package pyint is Python's integer semantics where the reference relies on them: int(str) in base
+// 10 (it reads environment variables, sub-model indices, version directories and vocabulary files
+// with it, so text it accepts ("  -1_000\n") must be accepted here, and text it rejects ("-_1",
+// "1__0") rejected), and the floor division and modulo of // and %.
 package pyint
 
 import (
@@ -97,3 +97,21 @@ func Atoi(s string) (int, error) {
 func syntaxError(s string) error { return fmt.Errorf("%w: %s", ErrSyntax, pyfmt.StrRepr(s)) }
 
 func rangeError(s string) error { return fmt.Errorf("int %s: %w", pyfmt.StrRepr(s), ErrRange) }
+
+// FloorDiv and FloorMod are Python's // and % on integers (and tf.math.floordiv / floormod): the
+// quotient rounds toward negative infinity and the remainder takes the divisor's sign.
+func FloorDiv[T ~int | ~int64](a, b T) T {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func FloorMod[T ~int | ~int64](a, b T) T {
+	m := a % b
+	if m != 0 && (m < 0) != (b < 0) {
+		m += b
+	}
+	return m
+}

@@ -88,3 +88,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestFloorDivMod(t *testing.T) {
+	for _, c := range [][3]int{{7, 2, 3}, {-7, 2, -4}, {7, -2, -4}, {-7, -2, 3}} {
+		if FloorDiv(c[0], c[1]) != c[2] || FloorMod(c[0], c[1]) != c[0]-c[1]*c[2] {
+			t.Errorf("floor %v: %d %d", c, FloorDiv(c[0], c[1]), FloorMod(c[0], c[1]))
+		}
+	}
+	for _, tc := range []struct{ a, b, want int64 }{{1000, 64, 15}, {64, 64, 1}, {0, 5, 0}, {-1, 64, -1}, {-64, 64, -1}, {7, -2, -4}} {
+		if got := FloorDiv(tc.a, tc.b); got != tc.want {
+			t.Errorf("FloorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

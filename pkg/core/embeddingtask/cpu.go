@@ -8,6 +8,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/core/tensor"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // ProcessFeaturesForCPUTest is process_features_for_cpu_test: every sparse feature becomes the
@@ -74,7 +75,7 @@ func lookupSum(ids tensor.Sparse[int64], vocab, dim, maxLen int, rng *rand.Rand)
 		for d := range len(ix) - 1 {
 			row = row*int(ids.DenseShape[d]) + int(ix[d])
 		}
-		id := floorMod(int(ids.Values[i]), vocab)
+		id := pyint.FloorMod(int(ids.Values[i]), vocab)
 		vec, ok := table[id]
 		if !ok {
 			vec = make([]float32, width)

@@ -7,6 +7,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/core/embeddinghostcall"
 	"github.com/monolith-go/monolith/pkg/core/tensor"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // Example is a parsed batch of examples (the dict tf.io.parse_example returns): sparse id
@@ -87,7 +88,7 @@ func uidBuckets(uid tensor.Tensor) (tensor.Tensor, error) {
 	data := u.Data()
 	b := make([]int32, len(data))
 	for i, v := range data {
-		b[i] = int32(floorMod(int(v), embeddinghostcall.RatioN))
+		b[i] = int32(pyint.FloorMod(int(v), embeddinghostcall.RatioN))
 	}
 	return tensor.New(b, uid.Shape())
 }
@@ -122,7 +123,7 @@ func (t *Task) postProcessColumn(ex *Example, slotID int, col Column) error {
 		if vocab == 0 {
 			return errkind.New(errkind.Value, "vocab size of slot %d is 0 (integer division by zero)", slotID)
 		}
-		ids = ids.MapValues(func(v int64) int64 { return int64(floorMod(int(v), vocab)) })
+		ids = ids.MapValues(func(v int64) int64 { return int64(pyint.FloorMod(int(v), vocab)) })
 	}
 	hashed, rVocab, _, err := t.qr(vocab)
 	if err != nil {
@@ -134,8 +135,8 @@ func (t *Task) postProcessColumn(ex *Example, slotID int, col Column) error {
 		}
 		ex.delete(key)
 		for _, s := range col.Slices {
-			ex.Sparse[fmt.Sprintf("%s_%d_0", col.Name, s.Index)] = raw.MapValues(func(v int64) int64 { return int64(floorMod(int(v), rVocab)) })
-			ex.Sparse[fmt.Sprintf("%s_%d_1", col.Name, s.Index)] = raw.MapValues(func(v int64) int64 { return int64(floorDiv(int(v), rVocab)) })
+			ex.Sparse[fmt.Sprintf("%s_%d_0", col.Name, s.Index)] = raw.MapValues(func(v int64) int64 { return int64(pyint.FloorMod(int(v), rVocab)) })
+			ex.Sparse[fmt.Sprintf("%s_%d_1", col.Name, s.Index)] = raw.MapValues(func(v int64) int64 { return int64(pyint.FloorDiv(int(v), rVocab)) })
 		}
 		return nil
 	}

@@ -24,20 +24,3 @@ func isASCIIDigits(s string) bool {
 	}
 	return true
 }
-
-// floorDiv and floorMod are Python's // and % (and tf.math.floordiv / floormod) on integers.
-func floorDiv(a, b int) int {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
-
-func floorMod(a, b int) int {
-	m := a % b
-	if m != 0 && ((m < 0) != (b < 0)) {
-		m += b
-	}
-	return m
-}

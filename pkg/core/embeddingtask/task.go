@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // Slice is one embedding of a feature column (feature.py's FeatureSlice). The initializer,
@@ -127,5 +128,5 @@ func (t *Task) qr(vocab int) (hashed bool, rVocab, qVocab int, err error) {
 	if t.p.QRCollisionRate == 0 {
 		return false, 0, 0, errkind.New(errkind.Value, "qr_collision_rate is 0 (integer division or modulo by zero)")
 	}
-	return true, floorDiv(vocab, t.p.QRCollisionRate) + 1, t.p.QRCollisionRate + 1, nil
+	return true, pyint.FloorDiv(vocab, t.p.QRCollisionRate) + 1, t.p.QRCollisionRate + 1, nil
 }

@@ -166,14 +166,6 @@ func TestParseVocabSizesGoOnly(t *testing.T) {
 	}
 }
 
-func TestFloorDivMod(t *testing.T) {
-	for _, c := range [][3]int{{7, 2, 3}, {-7, 2, -4}, {7, -2, -4}, {-7, -2, 3}} {
-		if floorDiv(c[0], c[1]) != c[2] || floorMod(c[0], c[1]) != c[0]-c[1]*c[2] {
-			t.Errorf("floor %v: %d %d", c, floorDiv(c[0], c[1]), floorMod(c[0], c[1]))
-		}
-	}
-}
-
 // fakeHadoop writes a hadoop command that records its arguments and copies n part files (or
 // fails) into its destination.
 func fakeHadoop(t *testing.T, dir, mode string) (cmd, argsFile string) {

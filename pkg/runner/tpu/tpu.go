@@ -20,6 +20,7 @@ import (
 
 	tpurunnerspec "github.com/monolith-go/monolith/gen/spec/tpu_runner"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/runner"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/runner/tbevent"
@@ -395,7 +396,7 @@ func (r *Runner) eval(ctx context.Context, task Task, est Estimator, totalReplic
 	if evalBatch == 0 {
 		return errkind.New(errkind.Value, "tpu runner: eval batch size is 0 (eval.per_replica_batch_size %d x %d replicas)", *perReplica, totalReplicas)
 	}
-	evalSteps := floorDiv(totalExamples, evalBatch)
+	evalSteps := pyint.FloorDiv(totalExamples, evalBatch)
 	r.log.Info(fmt.Sprintf("Evaluation: total_examples:%d eval_batch_size:%d num_eval_steps: %d", totalExamples, evalBatch, evalSteps))
 	outputDir := filepath.Join(r.flags.ModelDir, "eval")
 	if err := os.MkdirAll(outputDir, 0o755); err != nil {
@@ -457,15 +458,6 @@ func (r *Runner) eval(ctx context.Context, task Task, est Estimator, totalReplic
 			return nil
 		}
 	}
-}
-
-// floorDiv is Python's // on integers.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
 }
 
 // Main runs the task named by the task flag (tpu_runner's main): it looks its params up in reg,

@@ -823,11 +823,3 @@ func TestFlags(t *testing.T) {
 		t.Fatal("an unknown mode was accepted")
 	}
 }
-
-func TestFloorDiv(t *testing.T) {
-	for _, tc := range []struct{ a, b, want int64 }{{1000, 64, 15}, {64, 64, 1}, {0, 5, 0}, {-1, 64, -1}, {-64, 64, -1}, {7, -2, -4}} {
-		if got := floorDiv(tc.a, tc.b); got != tc.want {
-			t.Errorf("floorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
