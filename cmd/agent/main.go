@@ -99,17 +99,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	return exitCode(err, stderr)
 }
 
-// exitCode prints err as one line and maps it to the exit status.
+// exitCode prints err as one line and maps it to the exit status: a configuration error is a
+// usage error (2).
 func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
+	if errors.As(err, new(*agentrun.ConfigError)) {
+		err = cli.Usage(err)
 	}
-	fmt.Fprintln(stderr, "agent:", err)
-	var ce *agentrun.ConfigError
-	if errors.As(err, &ce) {
-		return 2
-	}
-	return 1
+	return cli.Exit("agent", err, stderr)
 }
 
 // printRunning says where a configured agent can be reached.

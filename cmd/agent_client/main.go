@@ -23,8 +23,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -260,13 +262,8 @@ func (c *command) heartBeat(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	keys := make([]string, 0, len(resp.GetAddresses()))
-	for k := range resp.GetAddresses() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(resp.GetAddresses())) {
 		addrs := strings.Split(strings.TrimSpace(pytext.Format(resp.GetAddresses()[k])), "\n")
 		fmt.Fprintf(&b, "%s  -> (%d) \n\t%s\n", k, len(addrs), strings.Join(addrs, "\n\t"))
 	}
@@ -299,11 +296,7 @@ func (c *command) modelInfo() (string, error) {
 	if err != nil {
 		return "", cli.Usage(err)
 	}
-	names := make([]string, 0, len(info))
-	for n := range info {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(info))
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s: (%d, %s)", pyfmt.StrRepr(n), info[n].Size, pyfmt.StrRepr(info[n].VersionPath))

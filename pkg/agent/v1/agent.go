@@ -124,20 +124,24 @@ func New(conf *agentconf.AgentConfig, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("agent v1: model config directory: %w", err)
 	}
 	a.dir = dir
-	for _, d := range defs {
+	addNode := func(d nodeDef) error {
 		cfgFile, err := writeModelConfig(conf, dir, d.t.serverType())
-		if err == nil {
-			var n *ProcessNode
-			n, err = NewNodeFromConfig(conf, d.t, NodeOptions{
-				IsTCEMain: d.main, ConfPath: opts.ConfPath, TFSLog: opts.TFSLog, TFSBinary: opts.TFSBinary,
-				ProxyBinary: opts.ProxyBinary, ConfigFile: cfgFile, Env: opts.Env, Dir: opts.Dir,
-				Sets: a, Timing: opts.Timing, Logger: opts.Logger,
-			})
-			if err == nil {
-				a.pm.AddSubproc(n)
-			}
-		}
 		if err != nil {
+			return err
+		}
+		n, err := NewNodeFromConfig(conf, d.t, NodeOptions{
+			IsTCEMain: d.main, ConfPath: opts.ConfPath, TFSLog: opts.TFSLog, TFSBinary: opts.TFSBinary,
+			ProxyBinary: opts.ProxyBinary, ConfigFile: cfgFile, Env: opts.Env, Dir: opts.Dir,
+			Sets: a, Timing: opts.Timing, Logger: opts.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		a.pm.AddSubproc(n)
+		return nil
+	}
+	for _, d := range defs {
+		if err := addNode(d); err != nil {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("agent v1: %w", err)
 		}

@@ -595,15 +595,22 @@ func countStates(statuses map[string]*servingapis.ModelVersionStatus) map[string
 // archon addresses. Containers that advertise no such address are left out (the reference listed
 // None).
 func (a *Agent) AddrsMap() map[string][]string {
+	out := map[string][]string{}
+	a.eachBinding(func(model, sub string, addrs []string) { out[model+":"+sub] = addrs })
+	return out
+}
+
+// eachBinding calls fn with each bound sub graph and AddrsMap's addresses for it (nothing before
+// Start). Status uses it too, so it need not split AddrsMap's "model:sub_graph" keys again.
+func (a *Agent) eachBinding(fn func(model, sub string, addrs []string)) {
 	be := a.Backend()
 	if be == nil {
-		return map[string][]string{}
+		return
 	}
 	useGRPC := false
 	if r, ok := a.proc.(interface{ GRPCRemoteOp() bool }); ok {
 		useGRPC = r.GRPCRemoteOp()
 	}
-	out := map[string][]string{}
 	for model, subs := range be.ServiceMap() {
 		for sub, infos := range subs {
 			addrs := make([]string, 0, len(infos))
@@ -616,10 +623,9 @@ func (a *Agent) AddrsMap() map[string][]string {
 					addrs = append(addrs, *p)
 				}
 			}
-			out[model+":"+sub] = addrs
+			fn(model, sub, addrs)
 		}
 	}
-	return out
 }
 
 // exitChan returns a channel closed when TF Serving exits: the process's own when it has one

@@ -69,7 +69,6 @@ type reloader struct {
 	timeout    time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
-	now        func() time.Time
 
 	wake chan struct{}
 
@@ -83,7 +82,7 @@ type reloader struct {
 
 func newReloader(r Reloader, o Options, log *slog.Logger, m *agentstatus.Metrics) *reloader {
 	return &reloader{r: r, log: log, metrics: m, timeout: o.ReloadTimeout, backoffMin: o.ReloadBackoff,
-		backoffMax: o.ReloadBackoffMax, now: time.Now, wake: make(chan struct{}, 1)}
+		backoffMax: o.ReloadBackoffMax, wake: make(chan struct{}, 1)}
 }
 
 // submit makes cfg the config to send next.
@@ -152,13 +151,13 @@ func (rl *reloader) run(ctx context.Context) {
 
 func (rl *reloader) send(ctx context.Context, cfg *servingconfig.ModelServerConfig, gen uint64) error {
 	cctx, cancel := context.WithTimeout(ctx, rl.timeout)
-	start := rl.now()
+	start := time.Now()
 	err := rl.r.Reload(cctx, cfg)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping: not TF Serving's failure
 	}
-	rl.metrics.ObserveReload(rl.now().Sub(start), err)
+	rl.metrics.ObserveReload(time.Since(start), err)
 	n := len(cfg.GetModelConfigList().GetConfig())
 	sum := &agentstatus.ReloadSummary{At: start, Models: n, OK: err == nil}
 	if err != nil {

@@ -3,7 +3,6 @@ package agentv3
 import (
 	"context"
 	"sort"
-	"strings"
 
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
@@ -49,13 +48,12 @@ func (a *Agent) Status(ctx context.Context) agentstatus.Report {
 			sort.Slice(r.Models, func(i, j int) bool { return r.Models[i].Name < r.Models[j].Name })
 		}
 	}
-	for key, addrs := range a.AddrsMap() {
-		model, sub, _ := strings.Cut(key, ":") // keys are "model:sub_graph"; model names hold no ':'
+	a.eachBinding(func(model, sub string, addrs []string) {
 		if r.Bindings[model] == nil {
 			r.Bindings[model] = map[string][]string{}
 		}
 		r.Bindings[model][sub] = addrs
-	}
+	})
 	return r
 }
 
