@@ -229,7 +229,13 @@ func newestAvailable(resp *servingapis.GetModelStatusResponse, err error) *servi
 	if err != nil {
 		return unknownStatus(err)
 	}
-	list := append([]*servingapis.ModelVersionStatus(nil), resp.GetModelVersionStatus()...)
+	return NewestAvailable(resp.GetModelVersionStatus())
+}
+
+// NewestAvailable is the status of the highest AVAILABLE version (the last listed among equal
+// versions), else of the highest version, else UNKNOWN for an empty list.
+func NewestAvailable(statuses []*servingapis.ModelVersionStatus) *servingapis.ModelVersionStatus {
+	list := append([]*servingapis.ModelVersionStatus(nil), statuses...)
 	if len(list) == 0 {
 		return &servingapis.ModelVersionStatus{State: servingapis.ModelVersionStatus_UNKNOWN}
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -166,21 +165,7 @@ func (t *TFS) ListSavedModelsStatus(ctx context.Context) (map[string]*servingapi
 			return nil, err
 		}
 		list := srv.Mgr().Status(modelconfig.ModelSpec(name, modelconfig.Version{}, nil))
-		out[name] = newestAvailable(list)
+		out[name] = tfs.NewestAvailable(list)
 	}
 	return out, nil
-}
-
-func newestAvailable(list []*servingapis.ModelVersionStatus) *servingapis.ModelVersionStatus {
-	if len(list) == 0 {
-		return &servingapis.ModelVersionStatus{State: servingapis.ModelVersionStatus_UNKNOWN}
-	}
-	sorted := append([]*servingapis.ModelVersionStatus(nil), list...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].GetVersion() < sorted[j].GetVersion() })
-	for i := len(sorted) - 1; i >= 0; i-- {
-		if sorted[i].GetState() == servingapis.ModelVersionStatus_AVAILABLE {
-			return sorted[i]
-		}
-	}
-	return sorted[len(sorted)-1]
 }
