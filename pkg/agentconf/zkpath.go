@@ -4,7 +4,10 @@ import (
 	"regexp"
 )
 
-var zkPathPattern = regexp.MustCompile(`^/(?P<bzid>[-_0-9A-Za-z]+)/service/(?P<base_name>[-_0-9A-Za-z]+)(/(?P<idc>[-_0-9A-Za-z]+):(?P<cluster>[-_0-9A-Za-z]+))?/(?P<server_type>\w+):(?P<index>\d+)(/(?P<replica_id>\d+))?$`)
+// zkPathPattern is the reference's ZKPath.PAT with Python's meaning kept where RE2's differs: in a
+// Python str pattern \w is [\p{L}\p{N}_] and \d is \p{Nd} (RE2's are ASCII; checked over every
+// code point with Python 3.11, Unicode 14), and $ also matches before a final "\n".
+var zkPathPattern = regexp.MustCompile(`^/(?P<bzid>[-_0-9A-Za-z]+)/service/(?P<base_name>[-_0-9A-Za-z]+)(/(?P<idc>[-_0-9A-Za-z]+):(?P<cluster>[-_0-9A-Za-z]+))?/(?P<server_type>[\p{L}\p{N}_]+):(?P<index>\p{Nd}+)(/(?P<replica_id>\p{Nd}+))?\n?$`)
 
 // ZKPath is a parsed service path /{bzid}/service/{base_name}[/{idc}:{cluster}]/{server_type}:{index}[/{replica_id}].
 // Fields are nil when the path did not match or the optional part is absent.

@@ -47,11 +47,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // Marker and lock suffixes, as in the reference (ModelManager.WRITE_DONE / READ_LOCK).
@@ -484,7 +484,7 @@ func (m *Manager) CheckModelUpdateTime(now time.Time) {
 		return
 	}
 	cur := now.Unix()
-	if v, err := strconv.ParseInt(l.Version, 10, 64); err != nil {
+	if v, err := pyint.Parse(l.Version); err != nil {
 		m.log.Error("version is not a number, version.delay not emitted", "version", l.Version)
 	} else {
 		m.cfg.Metrics.EmitStore("version.delay", cur-v, tags)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // replicaEntry is one cached replica node.
@@ -45,7 +46,7 @@ func newCache() cache { return cache{tasks: map[string]*taskEntry{}} }
 // replicaKey turns a replica node name into the cache key: str(int(name)) in the reference.
 // Names that are not integers are not replicas (the reference's int() raised in the callback).
 func replicaKey(name string) (string, bool) {
-	n, err := strconv.ParseInt(name, 10, 64)
+	n, err := pyint.Parse(name)
 	if err != nil {
 		return "", false
 	}

@@ -9,6 +9,7 @@ import (
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
@@ -78,7 +79,7 @@ func (w *Watcher) matches(t *taskEntry, st string, task int, dc *DC) bool {
 		return false
 	}
 	if task >= 0 {
-		idx, err := strconv.Atoi(*z.Index)
+		idx, err := pyint.Atoi(*z.Index)
 		if err != nil || idx != task {
 			return false
 		}

@@ -1,12 +1,12 @@
 package replica
 
 import (
-	"strconv"
 	"strings"
 	"sync"
 
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // SyncBackend gives parameter sync its targets from a Watcher (the reference's SyncBackendWrapper,
@@ -46,7 +46,7 @@ func (s *SyncBackend) GetSyncTargets(subGraph string) (string, map[string]Target
 	if parts[0] != "ps" {
 		return "", nil, errkind.New(errkind.Precondition, "sub graph %q is not a PS sub graph", subGraph)
 	}
-	i, err := strconv.Atoi(parts[1])
+	i, err := pyint.Atoi(parts[1])
 	if err != nil {
 		return "", nil, errkind.New(errkind.Value, "sub graph %q: %q is not a task index", subGraph, parts[1])
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/tfs"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
@@ -333,7 +334,7 @@ func (u *Updater) register(ctx context.Context, path string, meta datadef.Replic
 		return err
 	}
 	if sequence {
-		id, perr := strconv.Atoi(zk.Base(real))
+		id, perr := pyint.Atoi(zk.Base(real))
 		if perr != nil {
 			return errkind.New(errkind.Value, "replica updater: sequence node %s: not a replica id", real)
 		}
@@ -369,8 +370,12 @@ func (u *Updater) update(ctx context.Context, name string) error {
 	case strings.HasPrefix(name, agentconf.ServerEntry):
 		path = u.entryRegisterPath(u.ReplicaID())
 	case strings.HasPrefix(name, agentconf.ServerPS):
-		_, idx, _ := strings.Cut(name, "_")
-		task, err := strconv.Atoi(idx)
+		// name.split("_")[1] in the reference: "ps_1_x" is task 1.
+		parts := strings.Split(name, "_")
+		if len(parts) < 2 {
+			return errkind.New(errkind.Value, "model name %q: no PS task index", name)
+		}
+		task, err := pyint.Atoi(parts[1])
 		if err != nil {
 			return errkind.New(errkind.Value, "model name %q: no PS task index", name)
 		}

@@ -665,6 +665,7 @@ func TestReplicaQueries(t *testing.T) {
 		{"entry_0", errkind.Precondition, 0},
 		{"ps", errkind.Value, 0},
 		{"ps_x", errkind.Value, 0},
+		{"ps_\u0660", errkind.Unknown, 2}, // int("٠") is 0
 	} {
 		name, targets, err := sb.GetSyncTargets(tc.sub)
 		if errkind.Of(err) != tc.kind || (err == nil && (name != tc.sub || len(targets) != tc.targets)) {
@@ -693,7 +694,9 @@ func TestReplicaKey(t *testing.T) {
 		name string
 		key  string
 		ok   bool
-	}{{"0", "0", true}, {"00000000001", "1", true}, {"+5", "5", true}, {"-1", "-1", true}, {"x1", "", false}, {"", "", false}, {"99999999999999999999", "", false}} {
+	}{{"0", "0", true}, {"00000000001", "1", true}, {"+5", "5", true}, {"-1", "-1", true}, {"x1", "", false}, {"", "", false}, {"99999999999999999999", "", false},
+		// Python's int(): underscores between digits, white space around, any Unicode decimal digit.
+		{"1_0", "10", true}, {" 7\n", "7", true}, {"\u0663", "3", true}, {"1__0", "", false}, {"\u00b2", "", false}} {
 		key, ok := replicaKey(tc.name)
 		if key != tc.key || ok != tc.ok {
 			t.Errorf("replicaKey(%q) = %q, %v; want %q, %v", tc.name, key, ok, tc.key, tc.ok)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,7 @@ import (
 
 	tftraining "github.com/monolith-go/monolith/gen/pb/tensorflow/python/training"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // ExportStateFile is the text-format monolith.model_export.ServingModelState an export base
@@ -104,14 +106,14 @@ func ModelInfo(exportDir string, opts ModelInfoOptions) (map[string]SubModelInfo
 	globalStep := int64(-1)
 	if ckpt != "" {
 		parts := strings.Split(ckpt, "-")
-		if globalStep, err = strconv.ParseInt(parts[len(parts)-1], 10, 64); err != nil {
+		if globalStep, err = pyint.Parse(parts[len(parts)-1]); err != nil {
 			return nil, errkind.New(errkind.Value, "model info: checkpoint %q does not end in -<global step>", ckpt)
 		}
 	}
 
 	var version int64
 	if opts.Version != "" {
-		if version, err = strconv.ParseInt(strings.TrimSpace(opts.Version), 10, 64); err != nil {
+		if version, err = pyint.Parse(opts.Version); err != nil {
 			return nil, errkind.New(errkind.Value, "model info: version %q is not an integer", opts.Version)
 		}
 	} else if version, err = pickVersion(exportDir, subs, globalStep); err != nil {
@@ -160,7 +162,7 @@ func pickVersion(exportDir string, subs []string, globalStep int64) (int64, erro
 		}
 		if st != nil && len(st.Entries) > 0 {
 			for _, e := range st.Entries {
-				v, err := strconv.ParseInt(filepath.Base(e.ExportDir), 10, 64)
+				v, err := pyint.Parse(filepath.Base(e.ExportDir))
 				if err != nil {
 					return 0, errkind.New(errkind.Value, "model info: %s: export_dir %q does not end in a version", base, e.ExportDir)
 				}
@@ -204,17 +206,19 @@ func pickVersion(exportDir string, subs []string, globalStep int64) (int64, erro
 	return slices.Max(slices.Collect(maps.Keys(common))), nil
 }
 
-// numeric is Python's str.isnumeric + int for ASCII names: digits only.
+// numeric is the reference's `int(num) for num in ... if num.isnumeric()` for names made of
+// decimal digits (any script, as int() reads them). Names that isnumeric() accepts but int()
+// rejects ("½", "²") raise in the reference; here they are not versions.
 func numeric(name string) (int64, bool) {
 	if name == "" {
 		return 0, false
 	}
 	for _, c := range name {
-		if c < '0' || c > '9' {
+		if !unicode.Is(unicode.Nd, c) {
 			return 0, false
 		}
 	}
-	v, err := strconv.ParseInt(name, 10, 64)
+	v, err := pyint.Parse(name)
 	return v, err == nil
 }
 

@@ -72,6 +72,12 @@ func TestModelInfo(t *testing.T) {
 			want:    want{"entry": 10, "ps_0": 20 + 140, "ps_1": 30 + 7},
 		},
 		{
+			name:    "explicit version read as Python's int()",
+			opts:    ModelInfoOptions{Version: " 1_000\n"},
+			version: "1000",
+			want:    want{"entry": 10, "ps_0": 20 + 140, "ps_1": 30 + 7},
+		},
+		{
 			name:    "no checkpoint: greatest common numeric version",
 			changes: map[string]string{"ckpt/checkpoint": "-", "ckpt/exported_models/ps_1/2000/saved_model.pb": "-", "ckpt/exported_models/ps_1/2000/variables/variables.data-00000-of-00001": "-"},
 			version: "1000",
@@ -230,5 +236,29 @@ func TestExists(t *testing.T) {
 	}
 	if Exists(filepath.Join(root, "d/f")) {
 		t.Error("Exists after removal")
+	}
+}
+
+// TestNumeric: version directory names as the reference reads them (isnumeric, then int).
+func TestNumeric(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want int64
+		ok   bool
+	}{
+		{"1000", 1000, true},
+		{"0012", 12, true},
+		{"\u0661\u0662", 12, true}, // Arabic-Indic digits: isnumeric, and int() reads them
+		{"", 0, false},
+		{"+1", 0, false},  // not isnumeric
+		{"1_0", 0, false}, // not isnumeric (int() would take it)
+		{" 1", 0, false},
+		{"\u00bd", 0, false}, // isnumeric, but int() raises: not a version
+		{"99999999999999999999", 0, false},
+	} {
+		got, ok := numeric(tc.name)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("numeric(%q) = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -3,11 +3,11 @@ package zkmirror
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -45,7 +45,7 @@ func (m *Mirror) replicaCountsLocked() map[int]int {
 		if strings.Contains(rel, "/") {
 			return
 		}
-		id, err := strconv.Atoi(rel[strings.LastIndexByte(rel, ':')+1:])
+		id, err := pyint.Atoi(rel[strings.LastIndexByte(rel, ':')+1:])
 		if err != nil {
 			m.log.Debug("resource node without a replica id, skipped", "name", rel)
 			return

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	tftraining "github.com/monolith-go/monolith/gen/pb/tensorflow/python/training"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pathutil"
+	"github.com/monolith-go/monolith/pkg/pyint"
 )
 
 // StateFile is the name of the CheckpointState file in a checkpoint directory.
@@ -93,7 +93,7 @@ func StepOf(path string) (int64, error) {
 	if i < 0 {
 		return 0, errkind.New(errkind.Value, "checkpoint %q has no -<global step> suffix", path)
 	}
-	step, err := strconv.ParseInt(base[i+1:], 10, 64)
+	step, err := pyint.Parse(base[i+1:])
 	if err != nil {
 		return 0, errkind.New(errkind.Value, "checkpoint %q has no -<global step> suffix: %w", path, err)
 	}

@@ -150,6 +150,7 @@ func TestStepOf(t *testing.T) {
 		{"/m/model.ckpt", 0, false},
 		{"/m/model.ckpt-", 0, false},
 		{"/m/model.ckpt-12a", 0, false},
+		{"/m/model.ckpt-1_000", 1000, true}, // Python's int()
 		{"/m-1/model.ckpt", 0, false},
 	}
 	for _, tc := range tests {
