@@ -672,15 +672,17 @@ struct Kernel {
     const int64_t batch = in->batch_size;
     const int32_t ns = pl->num_slices;
     const SharedRows shared = DecodeShared();
-    // The pooled value of a shared feature in an ADDN layout, computed once per thread.
+    // The pooled value of every slice of a shared feature (the same for every batch row),
+    // computed once per thread as a region of its own (FIRSTN positions packed, dims apart), and
+    // copied, or added (ADDN), into each row below.
     std::vector<int64_t> tmp_at(ns, -1);
     int64_t tmp_size = 0;
     for (int32_t s = 0; s < ns; ++s) {
       const fel_slice &sl = pl->slices[s];
       const FeatureRows &fr = prep->features[sl.feature];
-      if (sl.addn && fr.present && fr.shared) {
+      if (fr.present && fr.shared) {
         tmp_at[s] = tmp_size;
-        tmp_size += sl.dims;
+        tmp_size += !sl.addn && sl.pooling == FEL_FIRSTN ? sl.max_seq * sl.dims : sl.dims;
       }
     }
     std::vector<float> tmp(tmp_size);
@@ -688,8 +690,9 @@ struct Kernel {
       if (tmp_at[s] < 0) continue;
       const fel_slice &sl = pl->slices[s];
       const int64_t i = slot[sl.feature];
-      fel_slice pooled = sl;  // pooled once, as a region of its own; added per row below
+      fel_slice pooled = sl;
       pooled.addn = 0;
+      pooled.seq_stride = sl.dims;
       PoolOne(pooled, tmp.data() + tmp_at[s], shared.rows.data() + shared.begin[i],
               shared.begin[i + 1] - shared.begin[i]);
     }
@@ -737,17 +740,17 @@ struct Kernel {
               }
               continue;
             }
+            const float *t = tmp.data() + tmp_at[s];
             if (sl.addn) {
-              const float *t = tmp.data() + tmp_at[s];
               if (sl.addn_first) {
                 Assign(dst, t, sl.dims);
               } else {
                 Add(dst, t, sl.dims);
               }
+            } else if (sl.pooling == FEL_FIRSTN) {
+              for (int64_t k = 0; k < sl.max_seq; ++k) Assign(dst + k * sl.seq_stride, t + k * sl.dims, sl.dims);
             } else {
-              // A shared feature is pooled again for every row: the same floats.
-              const int64_t si = slot[sl.feature];
-              PoolOne(sl, dst, shared.rows.data() + shared.begin[si], shared.begin[si + 1] - shared.begin[si]);
+              Assign(dst, t, sl.dims);
             }
           }
         }
