@@ -22,17 +22,14 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	tftraining "github.com/monolith-go/monolith/gen/pb/tensorflow/python/training"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyint"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
 
 // ExportStateFile is the text-format monolith.model_export.ServingModelState an export base
 // directory keeps (export_state_utils._ExportSaverListenerStateFile).
 const ExportStateFile = "ExportSaverListenerState"
-
-// CheckpointFile is the text-format tensorflow.CheckpointState in a checkpoint directory.
-const CheckpointFile = "checkpoint"
 
 // assetRow matches the sparse (embedding) files of a checkpoint's assets directory; the group is
 // the PS index: "<table>_<ps>-<part>-of-<parts>".
@@ -93,10 +90,9 @@ func ModelInfo(exportDir string, opts ModelInfoOptions) (map[string]SubModelInfo
 	ckptDir := filepath.Dir(exportDir)
 	ckpt := opts.Ckpt
 	if ckpt == "" {
-		st, err := ReadCheckpointState(ckptDir)
+		// An unreadable or unparsable state file is logged and ignored, as TensorFlow does.
+		st, err := checkpoint.ReadState(ckptDir, log)
 		switch {
-		case errors.Is(err, errUnreadableState):
-			log.Warn("checkpoint state ignored", "dir", ckptDir, "err", err)
 		case err != nil:
 			return nil, fmt.Errorf("model info: %w", err)
 		case st != nil:
@@ -272,50 +268,6 @@ func addAssets(info map[string]SubModelInfo, assets string) error {
 		info[key] = sub
 	}
 	return nil
-}
-
-// CheckpointState is the part of tensorflow.CheckpointState cal_model_info_v2 uses.
-type CheckpointState struct {
-	ModelCheckpointPath     string
-	AllModelCheckpointPaths []string
-}
-
-// errUnreadableState marks a CheckpointState file that exists but cannot be read or parsed;
-// tf.train.get_checkpoint_state logs it and returns None.
-var errUnreadableState = errors.New("unreadable checkpoint state")
-
-// ReadCheckpointState is tf.train.get_checkpoint_state(dir) on a local directory: nil when dir has
-// no checkpoint file; relative paths are made relative to dir. A file that cannot be read or parsed
-// is an error wrapping errUnreadableState (TF ignores it with a warning); a state without
-// model_checkpoint_path is a Value error, as in TF.
-func ReadCheckpointState(dir string) (*CheckpointState, error) {
-	file := filepath.Join(dir, CheckpointFile)
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnreadableState, err)
-	}
-	var m tftraining.CheckpointState
-	if err := prototext.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", errUnreadableState, file, err)
-	}
-	if m.ModelCheckpointPath == "" {
-		return nil, errkind.New(errkind.Value, "Invalid checkpoint state loaded from %s", dir)
-	}
-	st := &CheckpointState{ModelCheckpointPath: m.ModelCheckpointPath, AllModelCheckpointPaths: m.AllModelCheckpointPaths}
-	abs := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(dir, p)
-	}
-	st.ModelCheckpointPath = abs(st.ModelCheckpointPath)
-	for i, p := range st.AllModelCheckpointPaths {
-		st.AllModelCheckpointPaths[i] = abs(p)
-	}
-	return st, nil
 }
 
 // ServingEntry is monolith.model_export.ServingEntry.

@@ -206,24 +206,6 @@ func TestModelInfoErrors(t *testing.T) {
 	}
 }
 
-func TestReadCheckpointState(t *testing.T) {
-	dir := tree(t, map[string]string{"checkpoint": "model_checkpoint_path: \"/abs/model.ckpt-9\"\n" +
-		"all_model_checkpoint_paths: \"model.ckpt-8\"\nall_model_checkpoint_paths: \"/abs/model.ckpt-9\"\n" +
-		"all_model_checkpoint_timestamps: 1.5\nlast_preserved_timestamp: 2.5\n"})
-	st, err := ReadCheckpointState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &CheckpointState{ModelCheckpointPath: "/abs/model.ckpt-9",
-		AllModelCheckpointPaths: []string{filepath.Join(dir, "model.ckpt-8"), "/abs/model.ckpt-9"}}
-	if !reflect.DeepEqual(st, want) {
-		t.Errorf("state %+v, want %+v", st, want)
-	}
-	if st, err := ReadCheckpointState(t.TempDir()); st != nil || err != nil {
-		t.Errorf("no checkpoint file: %v, %v; want nil, nil", st, err)
-	}
-}
-
 func TestExists(t *testing.T) {
 	root := tree(t, map[string]string{"d/f": ""})
 	for p, want := range map[string]bool{"d": true, "d/f": true, "d/g": false} {
