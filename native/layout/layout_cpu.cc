@@ -654,7 +654,11 @@ struct Kernel {
         // Integer arithmetic: the address of a bad fid may be anywhere (prefetches do not fault).
         const uintptr_t p = reinterpret_cast<uintptr_t>(pp[part]) +
                             static_cast<uintptr_t>(kUnitStride ? pos : pos * stride[part]) * sizeof(float);
-        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(reinterpret_cast<const char *>(p + x));
+        // Every line the row touches, from the line holding its first float (a row that does not
+        // start a line spans one more).
+        for (uintptr_t q = p & ~uintptr_t{63}; q < p + bytes; q += 64) {
+          __builtin_prefetch(reinterpret_cast<const char *>(q));
+        }
         at[ahead - k_begin] = reinterpret_cast<const float *>(p);
       }
       if (bad) return false;
