@@ -32,8 +32,9 @@ import (
 const ExportStateFile = "ExportSaverListenerState"
 
 // assetRow matches the sparse (embedding) files of a checkpoint's assets directory; the group is
-// the PS index: "<table>_<ps>-<part>-of-<parts>".
-var assetRow = regexp.MustCompile(`^.+_(\d+)-\d+-of-\d+$`)
+// the PS index: "<table>_<ps>-<part>-of-<parts>". The reference's ROW with Python's meanings: \d is
+// any Unicode decimal digit and $ also matches before a final newline.
+var assetRow = regexp.MustCompile(`^.+_(\p{Nd}+)-\p{Nd}+-of-\p{Nd}+\n?$`)
 
 // SubModelInfo is the size of one exported sub model and the directory of the version measured.
 type SubModelInfo struct {

@@ -244,3 +244,27 @@ func TestNumeric(t *testing.T) {
 		}
 	}
 }
+
+// TestAssetRow: the groups the reference's ROW.match gave on Python 3.11.
+func TestAssetRow(t *testing.T) {
+	for _, tc := range []struct {
+		name, ps string // ps "": no match
+	}{
+		{"emb_table_3-0-of-2", "3"},
+		{"a_b_12-1-of-4", "12"},
+		{"emb_3-0-of-2\n", "3"},
+		{"emb_3-0-of-2\n\n", ""},
+		{"emb_\u0663-\u0660-of-\u0662", "\u0663"},
+		{"emb_3-0-of-2.index", ""},
+		{"_3-0-of-2", ""},
+		{"emb_\u00b3-0-of-2", ""},
+	} {
+		ps := ""
+		if m := assetRow.FindStringSubmatch(tc.name); m != nil {
+			ps = m[1]
+		}
+		if ps != tc.ps {
+			t.Errorf("assetRow on %q: ps %q, want %q", tc.name, ps, tc.ps)
+		}
+	}
+}
