@@ -12,6 +12,11 @@
 // ${i}, as ${shard_id} is). A sub graph is loaded when the first filter whose pattern matches it
 // has a true condition, or when there are no filters.
 //
+// Patterns are Go regular expressions (RE2 syntax), which Python's re mostly shares: a construct
+// RE2 lacks (lookaround, backreference) is rejected when the filter is parsed, naming it; \d, \w,
+// \s and \b are ASCII here where Python's also take other scripts' digits and letters, which
+// no sub graph name (entry, ps_N, dense_N) holds.
+//
 // The reference evaluates the condition with Python's eval. Here it is a small expression
 // language (see expr.go): integers, True/False, + - * // % (Python's floor semantics),
 // parentheses, == != < <= > >= (chained as in Python), and/or/not. Anything else is rejected when
