@@ -14,6 +14,7 @@
 
 namespace {
 
+using fel_test::Corrupt;
 using fel_test::Fixture;
 using fel_test::Outputs;
 
@@ -116,21 +117,7 @@ int main() {
   int accepted = 0;
   for (int round = 0; round < 2000; ++round) {
     Fixture f;
-    switch (rng() % 4) {
-      case 0: {
-        uint64_t &fo = f.fid_offset[rng() % f.fid_offset.size()];
-        fo = ((fo >> 32) + rng() % 3) << 32 | ((fo & 0xffffffffu) + rng() % 8);
-        break;
-      }
-      case 1:
-        f.feature_offset[rng() % f.feature_offset.size()] += static_cast<int32_t>(rng() % 5) - 2;
-        break;
-      case 2:
-        f.nfl_offset[rng() % f.nfl_offset.size()] ^= (rng() % 2 ? FEL_SHARED_BIT : 1u);
-        break;
-      default:
-        f.in.batch_size += static_cast<int64_t>(rng() % 5) - 2;
-    }
+    Corrupt(f, rng);
     accepted += Compare(f);
   }
   EXPECT(accepted > 0);

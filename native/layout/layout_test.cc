@@ -21,6 +21,7 @@ extern "C" const char *__asan_default_options() { return "detect_leaks=0"; }
 
 namespace {
 
+using fel_test::Corrupt;
 using fel_test::Fixture;
 using fel_test::Forward;
 using fel_test::Outputs;
@@ -200,23 +201,7 @@ void TestCorruptions() {
   int accepted = 0, rejected = 0;
   for (int round = 0; round < 3000; ++round) {
     Fixture f;
-    for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k) {
-      switch (rng() % 4) {
-        case 0: {
-          uint64_t &fo = f.fid_offset[rng() % f.fid_offset.size()];
-          fo = ((fo >> 32) + rng() % 3) << 32 | ((fo & 0xffffffffu) + rng() % 8);
-          break;
-        }
-        case 1:
-          f.feature_offset[rng() % f.feature_offset.size()] += static_cast<int32_t>(rng() % 5) - 2;
-          break;
-        case 2:
-          f.nfl_offset[rng() % f.nfl_offset.size()] ^= (rng() % 2 ? FEL_SHARED_BIT : 1u);
-          break;
-        default:
-          f.in.batch_size += static_cast<int64_t>(rng() % 5) - 2;
-      }
-    }
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k) Corrupt(f, rng);
     std::vector<std::vector<float>> one, many;
     fel_error e1{}, e2{};
     int32_t r1 = Forward(f, &one, 1, &e1);

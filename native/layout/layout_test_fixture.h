@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <random>
 #include <vector>
 
 #include "native/layout/layout.h"
@@ -95,6 +96,26 @@ inline int32_t Forward(Fixture &f, std::vector<std::vector<float>> *out, int32_t
                            static_cast<int32_t>(o.ptrs.size()), threads, err);
   *out = o.tensors;
   return rc;
+}
+
+// Corrupt makes one random change to f's inputs (a fid's part or position, a feature offset, an
+// nfl entry or its shared bit, the batch size) that the kernels must either survive or reject.
+inline void Corrupt(Fixture &f, std::mt19937_64 &rng) {
+  switch (rng() % 4) {
+    case 0: {
+      uint64_t &fo = f.fid_offset[rng() % f.fid_offset.size()];
+      fo = ((fo >> 32) + rng() % 3) << 32 | ((fo & 0xffffffffu) + rng() % 8);
+      break;
+    }
+    case 1:
+      f.feature_offset[rng() % f.feature_offset.size()] += static_cast<int32_t>(rng() % 5) - 2;
+      break;
+    case 2:
+      f.nfl_offset[rng() % f.nfl_offset.size()] ^= (rng() % 2 ? FEL_SHARED_BIT : 1u);
+      break;
+    default:
+      f.in.batch_size += static_cast<int64_t>(rng() % 5) - 2;
+  }
 }
 
 }  // namespace fel_test
