@@ -72,6 +72,39 @@ func addSlice(oc *examplepb.OutConfig, feature string, start, end int32) {
 	oc.SliceConfigs = append(oc.SliceConfigs, &examplepb.SliceConfig{FeatureName: feature, Start: start, End: end})
 }
 
+// pooledLayouts are the layouts of the reference tests' pooled slots: bias (ADDN of column 0), vec
+// (CONCAT of columns 1-5), ffm1 (STACK of table_one's columns 5-13) and ffm2 (NONE of table_two's
+// columns 5-21).
+type pooledLayouts struct{ bias, vec, ffm1, ffm2 *examplepb.OutConfig }
+
+func newPooledLayouts() pooledLayouts {
+	return pooledLayouts{&examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}}
+}
+
+// slot configures one pooled slot, table_one SUM into ffm1 or (mean) table_two MEAN into ffm2,
+// and both into bias and vec.
+func (l pooledLayouts) slot(name string, mean bool) *examplepb.FeatureConfig {
+	fc := &examplepb.FeatureConfig{}
+	if mean {
+		fc.Table, fc.SliceDims, fc.PoolingType = "table_two", []int32{1, 4, 16}, examplepb.PoolingType_MEAN
+		addSlice(l.ffm2, name, 5, 21)
+	} else {
+		fc.Table, fc.SliceDims, fc.PoolingType = "table_one", []int32{1, 4, 8}, examplepb.PoolingType_SUM
+		addSlice(l.ffm1, name, 5, 13)
+	}
+	addSlice(l.bias, name, 0, 1)
+	addSlice(l.vec, name, 1, 5)
+	return fc
+}
+
+// addTo adds the four layouts, shapes inferred, to cfgs.
+func (l pooledLayouts) addTo(cfgs *examplepb.FeatureConfigs) {
+	cfgs.OutConfigs["bias"] = mustInferShape(l.bias, examplepb.OutType_ADDN, 0)
+	cfgs.OutConfigs["vec"] = mustInferShape(l.vec, examplepb.OutType_CONCAT, 0)
+	cfgs.OutConfigs["ffm1"] = mustInferShape(l.ffm1, examplepb.OutType_STACK, 0)
+	cfgs.OutConfigs["ffm2"] = mustInferShape(l.ffm2, examplepb.OutType_NONE, 0)
+}
+
 func mustInferShape(oc *examplepb.OutConfig, t examplepb.OutType, maxSeq int) *examplepb.OutConfig {
 	if err := InferShape(oc, t, maxSeq); err != nil {
 		panic(err)
@@ -106,30 +139,18 @@ type refCase struct {
 // the sequences, whose slices start at column firstNStart (the two tests differ there).
 func refConfigs(slots, split0, split1, maxSeqLen int, firstNStart int32, name func(slot int) string) *examplepb.FeatureConfigs {
 	cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
-	bias, vec, ffm1, ffm2, firstN := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
+	pooled, firstN := newPooledLayouts(), &examplepb.OutConfig{}
 	for slot := 1; slot < slots; slot++ {
 		name := name(slot)
-		fc := &examplepb.FeatureConfig{}
-		if slot >= split1 {
-			fc.Table, fc.SliceDims, fc.MaxSequenceLength, fc.PoolingType = "table_one", []int32{1, 4, 16}, int32(maxSeqLen), examplepb.PoolingType_FIRSTN
-			addSlice(firstN, name, firstNStart, 21)
-		} else {
-			if slot < split0 {
-				fc.Table, fc.SliceDims, fc.PoolingType = "table_one", []int32{1, 4, 8}, examplepb.PoolingType_SUM
-				addSlice(ffm1, name, 5, 13)
-			} else {
-				fc.Table, fc.SliceDims, fc.PoolingType = "table_two", []int32{1, 4, 16}, examplepb.PoolingType_MEAN
-				addSlice(ffm2, name, 5, 21)
-			}
-			addSlice(bias, name, 0, 1)
-			addSlice(vec, name, 1, 5)
+		if slot < split1 {
+			cfgs.FeatureConfigs[name] = pooled.slot(name, slot >= split0)
+			continue
 		}
-		cfgs.FeatureConfigs[name] = fc
+		cfgs.FeatureConfigs[name] = &examplepb.FeatureConfig{Table: "table_one", SliceDims: []int32{1, 4, 16},
+			MaxSequenceLength: int32(maxSeqLen), PoolingType: examplepb.PoolingType_FIRSTN}
+		addSlice(firstN, name, firstNStart, 21)
 	}
-	cfgs.OutConfigs["bias"] = mustInferShape(bias, examplepb.OutType_ADDN, 0)
-	cfgs.OutConfigs["vec"] = mustInferShape(vec, examplepb.OutType_CONCAT, 0)
-	cfgs.OutConfigs["ffm1"] = mustInferShape(ffm1, examplepb.OutType_STACK, 0)
-	cfgs.OutConfigs["ffm2"] = mustInferShape(ffm2, examplepb.OutType_NONE, 0)
+	pooled.addTo(cfgs)
 	cfgs.OutConfigs["firstN"] = mustInferShape(firstN, examplepb.OutType_NONE, maxSeqLen)
 	return cfgs
 }
@@ -405,7 +426,7 @@ func fitPreCase(seed uint64, withSeq bool) *refCase {
 	rng := rand.New(rand.NewPCG(seed, 4))
 	const batch = 10
 	cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
-	bias, vec, ffm1, ffm2 := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
+	pooled := newPooledLayouts()
 	seqNone, seqConcat, seqStack := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
 	lastSlot := 50
 	if withSeq {
@@ -428,26 +449,21 @@ func fitPreCase(seed uint64, withSeq bool) *refCase {
 	for _, name := range names {
 		slot := 0
 		fmt.Sscanf(strings.TrimPrefix(name, "fc_slot_"), "%d", &slot)
-		fc := &examplepb.FeatureConfig{}
-		base := 0
+		var fc *examplepb.FeatureConfig
+		base := 0 // the first of the five parts of the slot's table
 		switch {
-		case slot < 25:
-			fc.Table, fc.SliceDims, fc.PoolingType = "table_one", []int32{1, 4, 8}, examplepb.PoolingType_SUM
-			addSlice(ffm1, name, 5, 13)
 		case slot < 50:
-			fc.Table, fc.SliceDims, fc.PoolingType = "table_two", []int32{1, 4, 16}, examplepb.PoolingType_MEAN
-			addSlice(ffm2, name, 5, 21)
-			base = 5
+			fc = pooled.slot(name, slot >= 25)
+			if slot >= 25 {
+				base = 5
+			}
 		default:
-			fc.Table, fc.SliceDims, fc.PoolingType, fc.MaxSequenceLength = "table_three", []int32{1, 4, 16}, examplepb.PoolingType_FIRSTN, 3
+			fc = &examplepb.FeatureConfig{Table: "table_three", SliceDims: []int32{1, 4, 16},
+				PoolingType: examplepb.PoolingType_FIRSTN, MaxSequenceLength: 3}
 			addSlice(seqNone, name, 1, 21)
 			addSlice(seqConcat, name, 0, 1+int32(slot%4))
 			addSlice(seqStack, name, 5, 21)
 			base = 10
-		}
-		if slot < 50 {
-			addSlice(bias, name, 0, 1)
-			addSlice(vec, name, 1, 5)
 		}
 		cfgs.FeatureConfigs[name] = fc
 		nfl := &examplepb.NamedFeatureList{Id: int32(slot), Name: name, Type: examplepb.FeatureListType_INDIVIDUAL}
@@ -498,10 +514,7 @@ func fitPreCase(seed uint64, withSeq bool) *refCase {
 			nflOffset[i] |= SharedBit
 		}
 	}
-	cfgs.OutConfigs["bias"] = mustInferShape(bias, examplepb.OutType_ADDN, 0)
-	cfgs.OutConfigs["vec"] = mustInferShape(vec, examplepb.OutType_CONCAT, 0)
-	cfgs.OutConfigs["ffm1"] = mustInferShape(ffm1, examplepb.OutType_STACK, 0)
-	cfgs.OutConfigs["ffm2"] = mustInferShape(ffm2, examplepb.OutType_NONE, 0)
+	pooled.addTo(cfgs)
 	if withSeq {
 		cfgs.OutConfigs["seq_none"] = mustInferShape(seqNone, examplepb.OutType_NONE, 3)
 		cfgs.OutConfigs["seq_concat"] = mustInferShape(seqConcat, examplepb.OutType_CONCAT, 3)
@@ -544,7 +557,7 @@ func fitPreGradCase(seed uint64) *refCase {
 		slotNum = 30
 	)
 	cfgs := &examplepb.FeatureConfigs{FeatureConfigs: map[string]*examplepb.FeatureConfig{}, OutConfigs: map[string]*examplepb.OutConfig{}}
-	bias, vec, ffm1, ffm2 := &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}, &examplepb.OutConfig{}
+	pooled := newPooledLayouts()
 	embeddingFids := make([][]uint64, 4) // 13, 13, 21, 21 floats per row
 	type pos struct{ index1, index2 int }
 	slot2fid := map[int][]uint64{}
@@ -574,22 +587,9 @@ func fitPreGradCase(seed uint64) *refCase {
 			slotPos[slot] = append(slotPos[slot], pos{index1, len(embeddingFids[index1]) - 1})
 		}
 		name := "fc_slot_" + alphabetName[slot-1]
-		fc := &examplepb.FeatureConfig{}
-		if float64(slot) < slotNum/2.0 {
-			fc.Table, fc.SliceDims, fc.PoolingType = "table_one", []int32{1, 4, 8}, examplepb.PoolingType_SUM
-			addSlice(ffm1, name, 5, 13)
-		} else {
-			fc.Table, fc.SliceDims, fc.PoolingType = "table_two", []int32{1, 4, 16}, examplepb.PoolingType_MEAN
-			addSlice(ffm2, name, 5, 21)
-		}
-		addSlice(bias, name, 0, 1)
-		addSlice(vec, name, 1, 5)
-		cfgs.FeatureConfigs[name] = fc
+		cfgs.FeatureConfigs[name] = pooled.slot(name, float64(slot) >= slotNum/2.0)
 	}
-	cfgs.OutConfigs["bias"] = mustInferShape(bias, examplepb.OutType_ADDN, 0)
-	cfgs.OutConfigs["vec"] = mustInferShape(vec, examplepb.OutType_CONCAT, 0)
-	cfgs.OutConfigs["ffm1"] = mustInferShape(ffm1, examplepb.OutType_STACK, 0)
-	cfgs.OutConfigs["ffm2"] = mustInferShape(ffm2, examplepb.OutType_NONE, 0)
+	pooled.addTo(cfgs)
 
 	counts := make([][]float64, 4)
 	for i := range counts {
