@@ -20,6 +20,7 @@ import (
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
+	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
@@ -86,11 +87,7 @@ func requests(in harness.Input, def []rpcRequest) ([]rpcRequest, error) {
 }
 
 func v3(c *harness.Ctx, in harness.Input) (any, error) {
-	raw, err := in.Raw("conf_kwargs")
-	if err != nil {
-		return nil, err
-	}
-	conf, err := utils.AgentConfigFromKwargs(c, raw)
+	conf, err := inputConf(c, in)
 	if err != nil {
 		return nil, err
 	}
@@ -204,4 +201,13 @@ func unwrap(err error) error {
 		}
 		err = u.Unwrap()
 	}
+}
+
+// inputConf is the AgentConfig the reference built from input.conf_kwargs.
+func inputConf(c *harness.Ctx, in harness.Input) (*agentconf.AgentConfig, error) {
+	raw, err := in.Raw("conf_kwargs")
+	if err != nil {
+		return nil, err
+	}
+	return utils.AgentConfigFromKwargs(c, raw)
 }

@@ -27,11 +27,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // zkfake tree by another session, as registering replicas would, and the watcher loads it on
 // Start (the reference's watch_data); its reconciliation poll is off, as the recording's was.
 func v1(c *harness.Ctx, in harness.Input) (any, error) {
-	raw, err := in.Raw("conf_kwargs")
-	if err != nil {
-		return nil, err
-	}
-	conf, err := utils.AgentConfigFromKwargs(c, raw)
+	conf, err := inputConf(c, in)
 	if err != nil {
 		return nil, err
 	}
@@ -87,11 +83,7 @@ type replicaInput struct {
 // the answers through the mirror's watches. GetResource reports conf's agent_port, SHARD_ID and
 // REPLICA_ID, as the reference's v2 impl read them from conf.
 func v2(c *harness.Ctx, in harness.Input) (any, error) {
-	raw, err := in.Raw("conf_kwargs")
-	if err != nil {
-		return nil, err
-	}
-	conf, err := utils.AgentConfigFromKwargs(c, raw)
+	conf, err := inputConf(c, in)
 	if err != nil {
 		return nil, err
 	}
