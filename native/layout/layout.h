@@ -165,6 +165,11 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
                     const int64_t *output_sizes, int32_t num_outputs, int32_t threads,
                     fel_error *err);
 
+// Threads: fel_forward and fel_backward run on the calling thread and on the workers of a team
+// of threads the library keeps between calls (started on first use, grown to the largest thread
+// count asked for, at most 255; after a call its workers spin up to 200 us for the next one,
+// then sleep). A call made while another call holds that team starts workers of its own.
+
 // fel_backward computes the embedding gradients emb_grads[i] (embedding_sizes[i] floats each) from
 // the layout gradients grads[i] (shaped like the outputs). Contributions to one embedding float are
 // added in plan order (slice, then batch row, then fid), whatever the number of threads.

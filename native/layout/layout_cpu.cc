@@ -40,6 +40,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -674,6 +675,9 @@ struct Kernel {
   // holds up the pass by a block at most, not by half the batch. The batch is not empty.
   void ForwardRows(float *const *outputs, std::atomic<int64_t> *next) const {
     const int64_t batch = in->batch_size;
+    // A share claimed after the others took every block (a late worker's, run by the caller)
+    // has nothing to set up for.
+    if (next->load(std::memory_order_relaxed) >= batch) return;
     const int32_t ns = pl->num_slices;
     const SharedRows shared = DecodeShared();
     // The pooled value of every slice of a shared feature (the same for every batch row),
@@ -956,26 +960,20 @@ bool FeatureSplit(const fel_plan *pl, const fel_input *in, const Prepared &p, in
   return true;
 }
 
-// Crew runs the shares fn(0) .. fn(n - 1) of an op's work on n threads: the caller's and n - 1
-// that it starts when constructed, before the op's serial checks, so that their start overlaps
-// those checks (on this project's VM, a thread placed on an idle vCPU first runs 0.3-0.7 ms after
-// it is created, 10% of a forward pass). Run may be called more than once (the phases of the
-// backward pass) and returns when every share is done; between runs the threads spin for up to
-// kSpin, then sleep. The destructor stops them. If threads run out, the caller runs the missing
-// shares after its own.
-class Crew {
+// Team is a set of worker threads that run shares of a job. A share goes to whichever thread
+// claims it first: the caller runs share 0 and then claims the rest alongside the workers, so a
+// call never waits for a worker that has not started yet (on this project's VM a thread woken on
+// a vCPU that has been idle for a few milliseconds first runs 0.3-1.8 ms later, while the host
+// wakes the halted vCPU: 10-40% of a forward pass). Between jobs a worker waits for the next one
+// spinning for up to kSpin, yielding its vCPU to any other runnable thread as it spins, then
+// sleeps: a team kept between calls finds its workers awake when calls come back to back, as
+// TensorFlow's intra-op pool and OpenMP runtimes do.
+class Team {
  public:
-  explicit Crew(int32_t n) : n_(std::max<int32_t>(n, 1)) {
-    try {
-      threads_.reserve(n_ - 1);
-      for (int32_t i = 1; i < n_; ++i) threads_.emplace_back([this, i] { Work(i); });
-    } catch (...) {
-      // Out of threads: Run runs the missing shares on the caller's thread.
-    }
-  }
-  Crew(const Crew &) = delete;
-  Crew &operator=(const Crew &) = delete;
-  ~Crew() {
+  Team() = default;
+  Team(const Team &) = delete;
+  Team &operator=(const Team &) = delete;
+  ~Team() {
     {
       std::lock_guard<std::mutex> l(mu_);
       quit_ = true;
@@ -985,76 +983,185 @@ class Crew {
     for (auto &t : threads_) t.join();
   }
 
-  int32_t size() const { return n_; }
+  int32_t workers() const { return static_cast<int32_t>(threads_.size()); }
 
-  template <typename Fn>
-  void Run(const Fn &fn) {
-    const std::function<void(int32_t)> job = std::cref(fn);
-    const int32_t started = static_cast<int32_t>(threads_.size());
-    if (started > 0) {
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        job_ = &job;
-        left_.store(started, std::memory_order_relaxed);
-        gen_.fetch_add(1, std::memory_order_release);
-      }
-      start_.notify_all();
-    }
-    fn(0);
-    for (int32_t i = started + 1; i < n_; ++i) fn(i);
-    if (started > 0) {
-      Await([this] { return left_.load(std::memory_order_acquire) == 0; }, &done_);
-      job_ = nullptr;
+  // Grow starts workers until there are n (fewer if threads run out). Not while a job runs.
+  void Grow(int32_t n) {
+    try {
+      // A new worker starts from the current generation, so that it joins the next job even if
+      // that is posted before it first runs.
+      const uint64_t gen = gen_.load(std::memory_order_relaxed);
+      while (workers() < n) threads_.emplace_back([this, gen] { Work(gen); });
+    } catch (...) {
+      // Out of threads: the caller claims the shares no worker takes.
     }
   }
+
+  // Wake makes sleeping workers spin again, so that a job posted soon finds them awake.
+  void Wake() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      poke_.fetch_add(1, std::memory_order_relaxed);
+    }
+    start_.notify_all();
+  }
+
+  // Run runs job(0) .. job(n - 1), n <= kMaxShares, and returns when all are done.
+  void Run(int32_t n, const std::function<void(int32_t)> &job) {
+    if (n <= 1 || threads_.empty()) {
+      for (int32_t i = 0; i < n; ++i) job(i);
+      return;
+    }
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      job_ = &job;
+      shares_ = n;
+      finished_.store(0, std::memory_order_relaxed);
+      gen = gen_.fetch_add(1, std::memory_order_relaxed) + 1;
+      claim_.store(gen << kShareBits | 1, std::memory_order_release);
+    }
+    start_.notify_all();
+    job(0);
+    RunShares(gen, n, job);
+    // Every share is claimed: wait for those that workers run.
+    Await([&] { return finished_.load(std::memory_order_acquire) == n - 1; }, &done_, nullptr);
+  }
+
+  static constexpr int kShareBits = 16;
+  static constexpr int32_t kMaxShares = (1 << kShareBits) - 1;  // the claim counter reaches n
 
  private:
   static constexpr std::chrono::microseconds kSpin{200};
 
-  // Await returns once ready() holds: it spins for up to kSpin, then sleeps on cv (whose
-  // notifier changes the state under mu_).
-  template <typename Ready>
-  void Await(const Ready &ready, std::condition_variable *cv) {
-    const auto until = std::chrono::steady_clock::now() + kSpin;
-    for (int spins = 0; !ready(); ++spins) {
-#if defined(__SSE2__)
-      _mm_pause();
-#endif
-      if ((spins & 255) == 255 && std::chrono::steady_clock::now() > until) {
-        std::unique_lock<std::mutex> l(mu_);
-        cv->wait(l, ready);
-        return;
+  // RunShares claims and runs shares of job gen until none is left.
+  void RunShares(uint64_t gen, int32_t n, const std::function<void(int32_t)> &job) {
+    uint64_t cur = claim_.load(std::memory_order_acquire);
+    for (;;) {
+      const int32_t i = static_cast<int32_t>(cur & ((uint64_t{1} << kShareBits) - 1));
+      if (cur >> kShareBits != gen || i >= n) return;
+      if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel)) continue;
+      job(i);
+      if (finished_.fetch_add(1, std::memory_order_acq_rel) == n - 2) {
+        std::lock_guard<std::mutex> l(mu_);  // Await's sleeper checks under mu_: no lost wakeup
+        done_.notify_all();
       }
+      cur = claim_.load(std::memory_order_acquire);
     }
   }
 
-  void Work(int32_t i) {
-    int64_t seen = 0;
+  // Await returns true once ready() holds: it spins for up to kSpin, then sleeps on cv (whose
+  // notifier changes the state under mu_) until ready() or, with poked, until *poked changes
+  // (then it returns false: spin again).
+  template <typename Ready>
+  bool Await(const Ready &ready, std::condition_variable *cv, uint64_t *poked) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int spins = 1; !ready(); ++spins) {
+#if defined(__SSE2__)
+      _mm_pause();
+#endif
+      if ((spins & 63) == 0) {
+        std::this_thread::yield();  // any other thread with work on this vCPU runs first
+        if (std::chrono::steady_clock::now() > until) {
+          std::unique_lock<std::mutex> l(mu_);
+          if (!poked) {
+            cv->wait(l, ready);
+            return true;
+          }
+          const uint64_t seen = *poked;
+          cv->wait(l, [&] { return ready() || poke_.load(std::memory_order_relaxed) != seen; });
+          *poked = poke_.load(std::memory_order_relaxed);
+          return ready();
+        }
+      }
+    }
+    return true;
+  }
+
+  void Work(uint64_t seen) {
+    uint64_t poked = poke_.load(std::memory_order_relaxed);
     for (;;) {
-      Await([this, seen] { return gen_.load(std::memory_order_acquire) != seen; }, &start_);
+      while (!Await([this, seen] { return gen_.load(std::memory_order_acquire) != seen; }, &start_,
+                    &poked)) {
+      }
       const std::function<void(int32_t)> *job;
+      int32_t n;
       {
         std::lock_guard<std::mutex> l(mu_);
         if (quit_) return;
         seen = gen_.load(std::memory_order_relaxed);
         job = job_;
+        n = shares_;
       }
-      (*job)(i);
-      if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> l(mu_);  // Await's sleeper checks under mu_: no lost wakeup
-        done_.notify_all();
-      }
+      // A claim names its job's generation, so a worker that wakes after its job ended claims
+      // nothing of the next one.
+      RunShares(seen, n, *job);
     }
   }
 
-  const int32_t n_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable start_, done_;
-  std::atomic<int64_t> gen_{0};
-  std::atomic<int32_t> left_{0};
-  const std::function<void(int32_t)> *job_ = nullptr;  // guarded by mu_ and gen_
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<uint64_t> poke_{0};
+  std::atomic<uint64_t> claim_{0};  // gen << kShareBits | the next share to claim
+  std::atomic<int32_t> finished_{0};
+  const std::function<void(int32_t)> *job_ = nullptr;  // guarded by mu_
+  int32_t shares_ = 0;                                 // guarded by mu_
   bool quit_ = false;                                  // guarded by mu_
+};
+
+// The process's team, kept between calls (never destroyed: its workers sleep when unused), and
+// the lock a call holds while it uses it. A team has at most kMaxWorkers workers; a call asking
+// for more threads splits its work into that many shares all the same.
+constexpr int32_t kMaxWorkers = 255;
+std::mutex shared_team_mu;
+Team *shared_team = nullptr;  // guarded by shared_team_mu
+
+// Crew runs the shares fn(0) .. fn(n - 1) of one call's work on n threads: the caller's and the
+// workers of the process's team, or, while another call holds that team, of a team of its own.
+// It is made before the op's serial checks, so that waking the workers overlaps them. Run may be
+// called more than once (the phases of the backward pass).
+class Crew {
+ public:
+  explicit Crew(int32_t n)
+      : n_(std::clamp<int32_t>(n, 1, Team::kMaxShares)), lock_(shared_team_mu, std::defer_lock) {
+    if (n_ == 1) return;
+    if (lock_.try_lock()) {
+      try {
+        if (!shared_team) shared_team = new Team;
+        team_ = shared_team;
+      } catch (const std::bad_alloc &) {
+        lock_.unlock();
+      }
+    }
+    if (!team_) {
+      own_.reset(new Team);
+      team_ = own_.get();
+    }
+    team_->Grow(std::min(n_ - 1, kMaxWorkers));
+    team_->Wake();
+  }
+  Crew(const Crew &) = delete;
+  Crew &operator=(const Crew &) = delete;
+
+  int32_t size() const { return n_; }
+
+  template <typename Fn>
+  void Run(const Fn &fn) {
+    const std::function<void(int32_t)> job = std::cref(fn);
+    if (!team_) {
+      job(0);
+      return;
+    }
+    team_->Run(n_, job);
+  }
+
+ private:
+  const int32_t n_;
+  std::unique_lock<std::mutex> lock_;
+  std::unique_ptr<Team> own_;  // declared after lock_: stopped before the lock is released
+  Team *team_ = nullptr;
 };
 
 float dummy_part[1];
@@ -1110,8 +1217,8 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
                     const int64_t *output_sizes, int32_t num_outputs, int32_t threads,
                     fel_error *err) {
   try {
-    // The threads start first: their start overlaps the checks (the batch size is only a thread
-    // count until then).
+    // The workers are woken first: their wake overlaps the checks (the batch size is only a
+    // thread count until then).
     fel::Crew crew(static_cast<int32_t>(
         std::max<int64_t>(1, std::min<int64_t>(threads, in->batch_size / fel::kMinRowsPerThread))));
     fel::Prepared p;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "native/layout/layout.h"
@@ -221,6 +222,50 @@ void TestCorruptions() {
   EXPECT(accepted > 0 && rejected > 0);
 }
 
+// Wide makes f's batch `batch` rows: row r of feature a takes 1 + r % 3 fids, a0 and a1 in turn
+// from r; b stays shared.
+void Wide(Fixture *f, int64_t batch) {
+  f->fid_offset.clear();
+  f->feature_offset.clear();
+  for (int64_t r = 0; r < batch; ++r) {
+    f->feature_offset.push_back(static_cast<int32_t>(f->fid_offset.size()));
+    for (int64_t k = 0; k <= r % 3; ++k) f->fid_offset.push_back(static_cast<uint64_t>((r + k) % 2) << 32);
+  }
+  f->feature_offset.push_back(static_cast<int32_t>(f->fid_offset.size()));
+  f->fid_offset.push_back(6);  // b0
+  f->nfl_offset = {0, static_cast<uint32_t>(batch) | FEL_SHARED_BIT};
+  f->Refresh();
+  f->in.batch_size = batch;
+}
+
+// Calls on many threads at once (the process's team serves one, the others start their own),
+// asking for 1 to 9 threads: each gets the result of a call on one thread. Under ThreadSanitizer
+// this checks the team's hand-offs.
+void TestConcurrentCalls() {
+  Fixture base;
+  Wide(&base, 1000);
+  std::vector<std::vector<float>> want;
+  fel_error err{};
+  EXPECT(Forward(base, &want, 1, &err) == FEL_OK);
+  // "sum" is a[1:3] pooled: row 0 has a0 = [2 3], row 1 a1 + a0 = [200+2 300+3].
+  EXPECT(want[2][0] == 2 && want[2][1] == 3 && want[2][2] == 202 && want[2][3] == 303);
+  std::vector<std::thread> callers;
+  std::vector<int> bad(6, 0);
+  for (int c = 0; c < 6; ++c) {
+    callers.emplace_back([&, c] {
+      Fixture f;
+      Wide(&f, 1000);
+      for (int round = 0; round < 20; ++round) {
+        std::vector<std::vector<float>> got;
+        fel_error e{};
+        if (Forward(f, &got, 1 + (c + round) % 9, &e) != FEL_OK || got != want) ++bad[c];
+      }
+    });
+  }
+  for (auto &t : callers) t.join();
+  for (int c = 0; c < 6; ++c) EXPECT(bad[c] == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -228,6 +273,7 @@ int main() {
   TestBackward();
   TestErrors();
   TestCorruptions();
+  TestConcurrentCalls();
   if (failures) {
     fprintf(stderr, "%d failures\n", failures);
     return 1;

@@ -51,19 +51,27 @@ func compile(t *testing.T, c *refCase, threads int) *Plan {
 // sameBits fails unless got and want are equal bit for bit.
 func sameBits(t *testing.T, what string, want, got [][]float32) {
 	t.Helper()
-	if len(want) != len(got) {
-		t.Fatalf("%s: %d tensors, want %d", what, len(got), len(want))
+	if err := firstDifference(what, want, got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// firstDifference reports the first float of got whose bits differ from want's.
+func firstDifference(what string, want, got [][]float32) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: %d tensors, want %d", what, len(got), len(want))
 	}
 	for i := range want {
-		if len(want[i]) != len(got[i]) {
-			t.Fatalf("%s: tensor %d has %d floats, want %d", what, i, len(got[i]), len(want[i]))
+		if len(got[i]) != len(want[i]) {
+			return fmt.Errorf("%s: tensor %d has %d floats, want %d", what, i, len(got[i]), len(want[i]))
 		}
 		for j := range want[i] {
-			if math.Float32bits(want[i][j]) != math.Float32bits(got[i][j]) {
-				t.Fatalf("%s: tensor %d float %d = %v, want %v (bit for bit)", what, i, j, got[i][j], want[i][j])
+			if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+				return fmt.Errorf("%s: tensor %d float %d = %v, want %v (bit for bit)", what, i, j, got[i][j], want[i][j])
 			}
 		}
 	}
+	return nil
 }
 
 // checkForward runs every engine on c and compares the oracle with the expected outputs (when c
@@ -834,31 +842,40 @@ func TestOutputs(t *testing.T) {
 	}
 }
 
-// TestConcurrentUse: a Plan is used by several goroutines at once (each call pins its own inputs).
+// TestConcurrentUse: plans used by several goroutines at once (each call pins its own inputs),
+// forward and backward, asking the native kernel for 1 to 4 threads: one call at a time uses the
+// process's team of C++ threads, the others start their own.
 func TestConcurrentUse(t *testing.T) {
-	c := randomCase(rand.New(rand.NewPCG(30, 30)), randomSpec{version: 3, tables: 2, psNum: 2, features: 6, batch: 64, unique: true})
-	p := compile(t, c, 2)
-	want, err := p.ForwardWith(Oracle, c.in, nil)
+	c := randomCase(rand.New(rand.NewPCG(30, 30)), randomSpec{version: 3, tables: 2, psNum: 2, features: 6, batch: 200, unique: true})
+	oracle := compile(t, c, 1)
+	want, err := oracle.ForwardWith(Oracle, c.in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	grads := ones(oracle, c.in.BatchSize)
+	wantGrads, err := oracle.BackwardWith(Oracle, c.in, grads, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := engines()[len(engines())-1]
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
-	for range 8 {
+	for g := range 8 {
+		p := compile(t, c, 1+g%4)
 		wg.Go(func() {
 			for range 5 {
-				got, err := p.ForwardWith(engines()[len(engines())-1], c.in, nil)
+				got, err := p.ForwardWith(engine, c.in, nil)
 				if err == nil {
-					for i := range want {
-						for j := range want[i] {
-							if got[i][j] != want[i][j] {
-								err = fmt.Errorf("output %d float %d = %v, want %v", i, j, got[i][j], want[i][j])
-							}
-						}
-					}
+					err = firstDifference("forward", want, got)
+				}
+				if err == nil {
+					got, err = p.BackwardWith(engine, c.in, grads, nil)
+				}
+				if err == nil {
+					err = firstDifference("backward", wantGrads, got)
 				}
 				if err != nil {
-					errs <- err
+					errs <- fmt.Errorf("goroutine %d (%d threads): %w", g, 1+g%4, err)
 					return
 				}
 			}
@@ -867,7 +884,7 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		t.Error(err)
 	}
 }
 
