@@ -168,7 +168,9 @@ int32_t fel_forward(const fel_plan *plan, const fel_input *in, float *const *out
 // Threads: fel_forward and fel_backward run on the calling thread and on the workers of a team
 // of threads the library keeps between calls (started on first use, grown to the largest thread
 // count asked for, at most 255; after a call its workers spin up to 200 us for the next one,
-// then sleep). A call made while another call holds that team starts workers of its own.
+// then sleep). A call made while another call holds that team starts workers of its own. The
+// workers are named "fel-worker" and block every signal: signals sent to the process go to its
+// other threads.
 
 // fel_backward computes the embedding gradients emb_grads[i] (embedding_sizes[i] floats each) from
 // the layout gradients grads[i] (shaped like the outputs). Contributions to one embedding float are

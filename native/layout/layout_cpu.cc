@@ -29,6 +29,8 @@
 // disjoint (as sharding makes them; FeatureSplit checks), and walks only their fids; otherwise
 // rows are owned by hash (Owner, v1/v2) or by whole part (v3/v4), and every thread walks every
 // fid to find its own.
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -986,15 +988,26 @@ class Team {
   int32_t workers() const { return static_cast<int32_t>(threads_.size()); }
 
   // Grow starts workers until there are n (fewer if threads run out). Not while a job runs.
+  // Workers block every signal (they inherit the mask), so that signals sent to the process go
+  // to the Go runtime's threads and not to threads that outlive the call.
   void Grow(int32_t n) {
+    sigset_t all, old;
+    sigfillset(&all);
+    const bool masked = pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
     try {
       // A new worker starts from the current generation, so that it joins the next job even if
       // that is posted before it first runs.
       const uint64_t gen = gen_.load(std::memory_order_relaxed);
-      while (workers() < n) threads_.emplace_back([this, gen] { Work(gen); });
+      while (workers() < n) {
+        threads_.emplace_back([this, gen] { Work(gen); });
+#if defined(__linux__)
+        pthread_setname_np(threads_.back().native_handle(), "fel-worker");  // top -H, perf, tests
+#endif
+      }
     } catch (...) {
       // Out of threads: the caller claims the shares no worker takes.
     }
+    if (masked) pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
 
   // Wake makes sleeping workers spin again, so that a job posted soon finds them awake.
