@@ -985,12 +985,11 @@ class Team {
     for (auto &t : threads_) t.join();
   }
 
-  int32_t workers() const { return static_cast<int32_t>(threads_.size()); }
-
   // Grow starts workers until there are n (fewer if threads run out). Not while a job runs.
   // Workers block every signal (they inherit the mask), so that signals sent to the process go
   // to the Go runtime's threads and not to threads that outlive the call.
   void Grow(int32_t n) {
+    if (workers() >= n) return;  // every call but the first: no signal-mask system calls
     sigset_t all, old;
     sigfillset(&all);
     const bool masked = pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
@@ -1046,6 +1045,8 @@ class Team {
 
  private:
   static constexpr std::chrono::microseconds kSpin{200};
+
+  int32_t workers() const { return static_cast<int32_t>(threads_.size()); }
 
   // RunShares claims and runs shares of job gen until none is left.
   void RunShares(uint64_t gen, int32_t n, const std::function<void(int32_t)> &job) {
@@ -1162,12 +1163,11 @@ class Crew {
 
   template <typename Fn>
   void Run(const Fn &fn) {
-    const std::function<void(int32_t)> job = std::cref(fn);
-    if (!team_) {
-      job(0);
+    if (!team_) {  // one thread
+      fn(0);
       return;
     }
-    team_->Run(n_, job);
+    team_->Run(n_, std::cref(fn));
   }
 
  private:
