@@ -2,7 +2,6 @@ package refcases
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -13,30 +12,16 @@ import (
 )
 
 // DumpTrees maps every node under the roots (roots included, when they exist) to its data: the
-// form of a case's TreeAfter. A node that does not exist is left out; other errors fail the test.
+// form of a case's TreeAfter. Errors other than a missing node fail the test.
 func DumpTrees(ctx context.Context, t testing.TB, c zk.Client, roots ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	var walk func(p string)
-	walk = func(p string) {
-		data, _, err := c.Get(ctx, p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[p] = string(data)
-		kids, err := c.Children(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range kids {
-			walk(p + "/" + k)
-		}
-	}
 	for _, r := range roots {
-		walk(r)
+		tree, err := zk.ReadTree(ctx, c, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(out, tree)
 	}
 	return out
 }

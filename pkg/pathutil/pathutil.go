@@ -101,10 +101,7 @@ func (f Finder) GetLibopsPath(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if strings.HasPrefix(name, "/") {
-		return name, nil // os.path.join drops the base before an absolute path
-	}
-	return strings.TrimSuffix(base, "/") + "/" + name, nil
+	return Join(base, name), nil
 }
 
 // FindMain tries, in order: the Bazel runfiles tree of the workspace (RUNFILES_DIR or

@@ -184,7 +184,7 @@ func runScenario(in harness.Input, client zk.Client) (any, error) {
 		if err := b.Settle(ctx); err != nil {
 			return nil, fmt.Errorf("step %d (%s): %w", i, st.op, err)
 		}
-		tree, err := utils.DumpTree(ctx, client, "/"+bzid)
+		tree, err := zk.ReadTree(ctx, client, "/"+bzid)
 		if err != nil {
 			return nil, fmt.Errorf("step %d (%s): %w", i, st.op, err)
 		}

@@ -93,7 +93,7 @@ func register(c *harness.Ctx, in harness.Input) (any, error) {
 	}
 	out["replica_id_after"] = u.ReplicaID()
 	out["meta_keys"] = orEmpty(u.Paths())
-	tree, err := utils.DumpTree(ctx, client, "/")
+	tree, err := zk.ReadTree(ctx, client, "/")
 	if err != nil {
 		return nil, err
 	}

@@ -35,31 +35,3 @@ func SeedReplicas(ctx context.Context, w zk.Client, seed [][2]json.RawMessage) e
 	}
 	return nil
 }
-
-// DumpTree maps every node under root (root included) to its data, the form of the goldens' trees;
-// a root that does not exist gives an empty map.
-func DumpTree(ctx context.Context, c zk.Client, root string) (map[string]string, error) {
-	out := map[string]string{}
-	if st, err := c.Exists(ctx, root); err != nil || st == nil {
-		return out, err
-	}
-	var walk func(p string) error
-	walk = func(p string) error {
-		data, _, err := c.Get(ctx, p)
-		if err != nil {
-			return err
-		}
-		out[p] = string(data)
-		kids, err := c.Children(ctx, p)
-		if err != nil {
-			return err
-		}
-		for _, k := range kids {
-			if err := walk(zk.Join(p, k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return out, walk(root)
-}

@@ -229,11 +229,11 @@ func drain(q *zkmirror.Queue) []any {
 	}
 }
 
-// dumpTree is utils.DumpTree bounded by 10 s.
+// dumpTree is zk.ReadTree bounded by 10 s.
 func dumpTree(c zk.Client, root string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return utils.DumpTree(ctx, c, root)
+	return zk.ReadTree(ctx, c, root)
 }
 
 // settleQuietly waits until nothing observable (the tree, the mirror, the queue) has changed for
