@@ -29,6 +29,7 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	reloadSeconds prometheus.Histogram
 	layouts       *prometheus.CounterVec
+	skipped       prometheus.Counter
 	syncs         *prometheus.CounterVec
 	reports       *prometheus.CounterVec
 	zkStates      *prometheus.CounterVec
@@ -55,6 +56,8 @@ func NewMetrics() *Metrics {
 			Help: "Latency of TF Serving reloads.", Buckets: prometheus.ExponentialBuckets(.001, 4, 10)}),
 		layouts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "layout_updates_total",
 			Help: "Layout callbacks, by result: written (a new model server config), unchanged, error (the previous config stays)."}, []string{"result"}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "layout_entries_skipped_total",
+			Help: "Layout entries the filters accept that were skipped for a bad deploy config (the rest of the layout loads)."}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "binding_syncs_total",
 			Help: "Syncs of the available saved models into bindings, by result (ok, error)."}, []string{"result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "service_info_reports_total",
@@ -73,7 +76,7 @@ func NewMetrics() *Metrics {
 		mmStores: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "model_manager_delay_seconds",
 			Help: "The model manager's delays (version.delay, update.delay), by name and model."}, []string{"name", "model"}),
 	}
-	m.reg.MustRegister(m.rpcs, m.rpcSeconds, m.reloads, m.reloadSeconds, m.layouts, m.syncs, m.reports,
+	m.reg.MustRegister(m.rpcs, m.rpcSeconds, m.reloads, m.reloadSeconds, m.layouts, m.skipped, m.syncs, m.reports,
 		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -144,6 +147,14 @@ func (m *Metrics) LayoutUpdate(res string) {
 		return
 	}
 	m.layouts.WithLabelValues(res).Inc()
+}
+
+// LayoutEntrySkipped records one layout entry skipped for a bad deploy config.
+func (m *Metrics) LayoutEntrySkipped() {
+	if m == nil {
+		return
+	}
+	m.skipped.Inc()
 }
 
 // Sync records one sync of the available saved models into bindings.

@@ -117,6 +117,9 @@ type LayoutEntry struct {
 	Loaded bool `json:"loaded"`
 	// Filter is the filter that accepted it ("" when there are no filters or none did).
 	Filter string `json:"filter,omitempty"`
+	// Error is why this entry was skipped although the filters accept it (a bad deploy config:
+	// missing or unknown version_policy, ...); "" when it was not skipped.
+	Error string `json:"error,omitempty"`
 }
 
 // ModelStatus is one model's newest AVAILABLE version (else its newest) as TF Serving reports it.
