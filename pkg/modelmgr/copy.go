@@ -9,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -62,10 +65,15 @@ func (m *Manager) copyModel(ctx context.Context, model, version string, subs []S
 	// Largest first: the big variables shards start (and their writeback with them) at once, the
 	// small files fill the gaps.
 	sort.SliceStable(files, func(i, j int) bool { return files[i].info.Size() > files[j].info.Size() })
-	if err := m.copyFiles(ctx, files); err != nil {
+	start := time.Now()
+	prog := m.startProgress(model, version, files)
+	err := m.copyFiles(withProgress(ctx, &prog.copied), files)
+	prog.stop()
+	if err != nil {
 		discard(ready)
 		return nil, fmt.Errorf("copy model %s@%s: %w", model, version, err)
 	}
+	m.copied(model, version, len(files), prog.copied.Load(), time.Since(start))
 	for _, s := range ready {
 		if err := finishTree(s.temp, s.dirs); err != nil {
 			discard(ready)
@@ -218,7 +226,8 @@ func copyRegularFile(ctx context.Context, src, dst string, info fs.FileInfo) (er
 			return err
 		}
 		// io.CopyN reaches (*os.File).ReadFrom: copy_file_range/sendfile, no user-space buffer.
-		_, err := io.CopyN(out, in, copyChunk)
+		n, err := io.CopyN(out, in, copyChunk)
+		addProgress(ctx, n)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -242,4 +251,83 @@ func setMeta(path string, info fs.FileInfo) error {
 		return classify(fmt.Errorf("copy: %w", err))
 	}
 	return nil
+}
+
+// CopyObserver is implemented by Metrics that also take each model copy's size and duration (a
+// histogram of copy durations on the agent's /metrics).
+type CopyObserver interface {
+	ObserveCopy(model string, bytes int64, d time.Duration)
+}
+
+// DefaultProgressInterval is how often a model copy in progress is logged.
+const DefaultProgressInterval = 10 * time.Second
+
+// progress reports a model copy in progress: bytes copied so far against the total, every
+// ProgressInterval, so a long copy of a big model is visible in the log.
+type progress struct {
+	copied atomic.Int64
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func (m *Manager) startProgress(model, version string, files []fileJob) *progress {
+	var total int64
+	for _, f := range files {
+		total += f.info.Size()
+	}
+	p := &progress{done: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(m.cfg.ProgressInterval)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+				c := p.copied.Load()
+				m.log.Info("copying model", "model", model, "version", version, "copied_bytes", c,
+					"total_bytes", total, "files", len(files), "elapsed", time.Since(start).Round(time.Millisecond),
+					"mb_per_s", mbPerSec(c, time.Since(start)))
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the reports and waits for the reporter.
+func (p *progress) stop() {
+	close(p.done)
+	p.wg.Wait()
+}
+
+// copied logs a finished model copy and observes it in the metrics.
+func (m *Manager) copied(model, version string, files int, bytes int64, d time.Duration) {
+	m.log.Info("model copied", "model", model, "version", version, "files", files, "bytes", bytes,
+		"duration", d.Round(time.Millisecond), "mb_per_s", mbPerSec(bytes, d))
+	if o, ok := m.cfg.Metrics.(CopyObserver); ok {
+		o.ObserveCopy(model, bytes, d)
+	}
+}
+
+func mbPerSec(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(int64(float64(bytes)/d.Seconds()/1e4)) / 100 // two decimals
+}
+
+type progressKey struct{}
+
+// withProgress makes copyRegularFile add the bytes it copies to c.
+func withProgress(ctx context.Context, c *atomic.Int64) context.Context {
+	return context.WithValue(ctx, progressKey{}, c)
+}
+
+func addProgress(ctx context.Context, n int64) {
+	if c, ok := ctx.Value(progressKey{}).(*atomic.Int64); ok && n > 0 {
+		c.Add(n)
+	}
 }

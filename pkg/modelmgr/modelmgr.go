@@ -103,6 +103,9 @@ type Config struct {
 	RemainVersionNum int
 	// CopyWorkers is how many files are copied at once (default: 16).
 	CopyWorkers int
+	// ProgressInterval is how often a model copy in progress is logged (default
+	// DefaultProgressInterval).
+	ProgressInterval time.Duration
 	// Metrics, when set, receives the update-delay metrics after each round (use_metrics=True).
 	Metrics Metrics
 	// Logger receives the log records (default: slog.Default()).
@@ -150,7 +153,7 @@ type Manager struct {
 // without both paths.
 func New(cfg Config) (*Manager, error) {
 	for name, d := range map[string]time.Duration{"WaitTimeout": cfg.WaitTimeout,
-		"LoopInterval": cfg.LoopInterval, "PollInterval": cfg.PollInterval} {
+		"LoopInterval": cfg.LoopInterval, "PollInterval": cfg.PollInterval, "ProgressInterval": cfg.ProgressInterval} {
 		if d < 0 {
 			return nil, errkind.New(errkind.Value, "modelmgr: %s must not be negative, got %v", name, d)
 		}
@@ -167,6 +170,7 @@ func New(cfg Config) (*Manager, error) {
 	setDefault(&cfg.PollInterval, DefaultPollInterval)
 	setDefault(&cfg.RemainVersionNum, DefaultRemainVersionNum)
 	setDefault(&cfg.CopyWorkers, 16)
+	setDefault(&cfg.ProgressInterval, DefaultProgressInterval)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
