@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -40,8 +41,8 @@ type Metrics struct {
 	mmStores      *prometheus.GaugeVec
 }
 
-// NewMetrics registers the agent's metrics, and the Go runtime and process collectors, on a new
-// registry.
+// NewMetrics registers the agent's metrics, the build info gauge (monolith_build_info) and the Go
+// runtime and process collectors, on a new registry.
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -78,7 +79,7 @@ func NewMetrics() *Metrics {
 	}
 	m.reg.MustRegister(m.rpcs, m.rpcSeconds, m.reloads, m.reloadSeconds, m.layouts, m.skipped, m.syncs, m.reports,
 		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -1,10 +1,14 @@
 // Package agentstatus is the agent's HTTP status endpoint and its Prometheus metrics:
 //
+//	/          an HTML page for on-call humans: the Report and the readiness, refreshing itself
 //	/healthz   200 "ok" while the agent serves, 503 and the reason otherwise (a liveness probe)
-//	/status    the agent's state as JSON (Report): its config, ZooKeeper connection, layout,
-//	           the models in TF Serving with their states, and the bindings
+//	/readyz    200 when the agent can serve (ZooKeeper connected, layout applied, TF Serving
+//	           answering), 503 otherwise; a JSON Readiness either way (a readiness probe)
+//	/status    the agent's state as JSON (Report): its config and build, ZooKeeper connection,
+//	           layout, the models in TF Serving with their states, the bindings, recent errors
 //	/metrics   Prometheus text format: AgentService RPC counts and latency, TF Serving reloads,
-//	           layout updates, binding syncs, ZooKeeper state changes and watch events
+//	           layout updates, binding syncs, ZooKeeper state changes and watch events, build info
+//	/debug/pprof/, /debug/vars   Go's profiles and expvar, as every Go server serves them
 //
 // The reference has no such endpoint; it is an addition of the port.
 package agentstatus
@@ -13,6 +17,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 )
 
@@ -34,15 +39,23 @@ type Report struct {
 	Bindings map[string]map[string][]string `json:"bindings"`
 	// LastReload is the last model server config sent to TF Serving.
 	LastReload *ReloadSummary `json:"last_reload,omitempty"`
+	// Readiness is what /readyz answers (the handler fills it).
+	Readiness *Readiness `json:"readiness,omitempty"`
+	// RecentErrors are the newest WARN and ERROR records of the agent's log, oldest first (the
+	// handler fills them from its ErrorRing, when it has one).
+	RecentErrors []LogRecord `json:"recent_errors,omitempty"`
+	// RecentErrorsTotal is how many such records were logged since start (RecentErrors keeps
+	// only the newest).
+	RecentErrorsTotal uint64 `json:"recent_errors_total,omitempty"`
 }
 
 // NewReport is the part of an agent's Report that c and the agent's paths give: c's identity in
 // Agent (num_shard 1 and replica_id -1 when unset), its zk_servers with state zkState, and no
-// models, bound saved models or bindings yet.
+// models, bound saved models or bindings yet; BuildVersion is this binary's build.
 func NewReport(c *agentconf.AgentConfig, confPath, tfsLog, zkState string) Report {
 	shard, _ := c.ShardID()
 	return Report{
-		Agent: AgentSummary{Version: c.AgentVersion, DeployType: string(c.Deploy), Bzid: deref(c.Bzid),
+		Agent: AgentSummary{Version: c.AgentVersion, BuildVersion: buildinfo.Version(), DeployType: string(c.Deploy), Bzid: deref(c.Bzid),
 			BaseName: deref(c.BaseName), ShardID: shard, NumShard: derefInt(c.NumShard, 1),
 			ReplicaID: derefInt(c.ReplicaID, -1), ConfPath: confPath, TFSLog: tfsLog},
 		ZooKeeper: ZKSummary{Servers: deref(c.ZKServers), State: zkState},
@@ -68,10 +81,14 @@ func derefInt(p *int, def int) int {
 
 // AgentSummary is the agent's configuration and identity.
 type AgentSummary struct {
-	Version    int    `json:"version"`
-	DeployType string `json:"deploy_type"`
-	Bzid       string `json:"bzid"`
-	BaseName   string `json:"base_name,omitempty"`
+	// Version is agent_version (1 or 3).
+	Version int `json:"version"`
+	// BuildVersion is the binary's build: module version, VCS revision and time, Go version
+	// (internal/buildinfo).
+	BuildVersion string `json:"build_version,omitempty"`
+	DeployType   string `json:"deploy_type"`
+	Bzid         string `json:"bzid"`
+	BaseName     string `json:"base_name,omitempty"`
 	// Container is "cluster:id", the name of this container's bindings and service info.
 	Container string `json:"container,omitempty"`
 	ShardID   int    `json:"shard_id"`
@@ -94,6 +111,9 @@ type ZKSummary struct {
 	Servers string `json:"servers"`
 	// State is CONNECTED, SUSPENDED or LOST.
 	State string `json:"state"`
+	// SessionID is the current session's id as ZooKeeper's tools print it ("0x..."; "" when the
+	// client does not tell, see ZKSessionID).
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // LayoutSummary is agent v3's layout as last delivered by ZooKeeper.
@@ -147,4 +167,39 @@ type Source interface {
 	Status(ctx context.Context) Report
 	// Healthy returns nil while the agent serves, else why not.
 	Healthy() error
+}
+
+// Readier is the optional interface of a Source that tells whether it can serve (/readyz).
+// A Source without it is taken as ready while Healthy, so agents adopt it one at a time.
+type Readier interface {
+	// Ready returns why the agent cannot serve now (not started, ZooKeeper not connected, layout
+	// not applied, TF Serving not answering, ...), none when it can; ctx bounds the calls it makes.
+	Ready(ctx context.Context) []string
+}
+
+// Readiness is /readyz's answer.
+type Readiness struct {
+	Ready bool `json:"ready"`
+	// Reasons say why not (empty when ready).
+	Reasons []string `json:"reasons"`
+}
+
+// CheckReady asks src whether it can serve: through Ready when it is a Readier, else through
+// Healthy.
+func CheckReady(ctx context.Context, src Source) Readiness {
+	var reasons []string
+	switch s := src.(type) {
+	case nil:
+		reasons = []string{errNoAgent.Error()}
+	case Readier:
+		reasons = s.Ready(ctx)
+	default:
+		if err := src.Healthy(); err != nil {
+			reasons = []string{err.Error()}
+		}
+	}
+	if reasons == nil {
+		reasons = []string{}
+	}
+	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
 }

@@ -5,23 +5,48 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"expvar"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
-// DefaultStatusTimeout bounds the work of one /status request (the agent asks TF Serving for its
-// models' status).
+// DefaultStatusTimeout bounds the work of one /status or / request (the agent asks TF Serving for
+// its models' status).
 const DefaultStatusTimeout = 5 * time.Second
 
-// NewHandler serves /healthz, /status and /metrics for src and m (either may be nil: /status and
-// /healthz then answer 503, /metrics 404), and an index at /.
-func NewHandler(src Source, m *Metrics) http.Handler {
+// DefaultReadyTimeout bounds one /readyz request: a TF Serving that does not answer within it is
+// not ready (probes time out after a second or so anyway).
+const DefaultReadyTimeout = 2 * time.Second
+
+// HandlerOption configures NewHandler.
+type HandlerOption func(*handlerOptions)
+
+type handlerOptions struct {
+	errors *ErrorRing
+}
+
+// WithRecentErrors adds ring's records to /status (RecentErrors) and the page.
+func WithRecentErrors(ring *ErrorRing) HandlerOption {
+	return func(o *handlerOptions) { o.errors = ring }
+}
+
+// NewHandler serves the status page at /, /healthz, /readyz, /status and /metrics for src and m
+// (either may be nil: /status, /healthz and /readyz then answer 503, /metrics 404), and Go's
+// /debug/pprof/ and /debug/vars.
+func NewHandler(src Source, m *Metrics, opts ...HandlerOption) http.Handler {
+	var o handlerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	h := &handler{src: src, errors: o.errors}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -36,30 +61,74 @@ func NewHandler(src Source, m *Metrics) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), DefaultReadyTimeout)
+		defer cancel()
+		rd := CheckReady(ctx, src)
+		code := http.StatusOK
+		if !rd.Ready {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, rd)
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		if src == nil {
 			http.Error(w, errNoAgent.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), DefaultStatusTimeout)
-		defer cancel()
-		var body bytes.Buffer
-		enc := json.NewEncoder(&body)
-		enc.SetEscapeHTML(false) // filters hold '<' and '>': keep them readable
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(src.Status(ctx)); err != nil {
-			http.Error(w, "status: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(body.Bytes())
+		writeJSON(w, http.StatusOK, h.report(r.Context()))
 	})
 	mux.Handle("GET /metrics", m.Handler())
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "monolith agent\n  /healthz  liveness\n  /status   state as JSON\n  /metrics  Prometheus metrics\n")
-	})
+	mux.HandleFunc("GET /{$}", h.page)
+	// Go's debug pages on this mux (net/http/pprof also registers them on DefaultServeMux, which
+	// nothing here serves).
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles: heap, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /debug/vars", expvar.Handler())
+	publishBuildOnce.Do(func() { expvar.Publish("monolith_build", expvar.Func(func() any { return buildinfo.Read() })) })
 	return mux
+}
+
+var publishBuildOnce sync.Once
+
+type handler struct {
+	src    Source
+	errors *ErrorRing
+}
+
+// report is src's Report with the readiness, the recent errors and, when src left it out, the
+// build (the handler runs in the agent's binary); src must not be nil.
+func (h *handler) report(ctx context.Context) Report {
+	ctx, cancel := context.WithTimeout(ctx, DefaultStatusTimeout)
+	defer cancel()
+	rep := h.src.Status(ctx)
+	if rep.Agent.BuildVersion == "" {
+		rep.Agent.BuildVersion = buildinfo.Version()
+	}
+	rd := CheckReady(ctx, h.src)
+	rep.Readiness = &rd
+	if h.errors != nil && rep.RecentErrors == nil {
+		rep.RecentErrors, rep.RecentErrorsTotal = h.errors.Records(), h.errors.Total()
+	}
+	return rep
+}
+
+// writeJSON writes v as indented JSON with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // filters hold '<' and '>': keep them readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, "status: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(body.Bytes())
 }
 
 var errNoAgent = errors.New("no agent")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
@@ -27,6 +29,14 @@ type fakeSource struct {
 
 func (f *fakeSource) Status(context.Context) Report { return f.rep }
 func (f *fakeSource) Healthy() error                { return f.health }
+
+// readySource is a Source that reports its readiness (a Readier).
+type readySource struct {
+	fakeSource
+	reasons []string
+}
+
+func (r *readySource) Ready(context.Context) []string { return r.reasons }
 
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
@@ -44,6 +54,8 @@ func TestHandler(t *testing.T) {
 		Bindings: map[string]map[string][]string{"m": {"entry": {"h:1"}}}}
 	healthy := &fakeSource{rep: rep}
 	sick := &fakeSource{rep: rep, health: errors.New("tf serving exited with code 1")}
+	ready := &readySource{fakeSource: fakeSource{rep: rep}}
+	notReady := &readySource{fakeSource: fakeSource{rep: rep}, reasons: []string{"zookeeper: SUSPENDED", "tf serving: status: unavailable"}}
 	tests := []struct {
 		name     string
 		src      Source
@@ -57,9 +69,23 @@ func TestHandler(t *testing.T) {
 		{"healthz no agent", nil, true, "/healthz", 503, []string{"no agent"}},
 		{"status", healthy, true, "/status", 200, []string{`"bzid": "b"`, `"state": "AVAILABLE"`, `"h:1"`, `"bound": [`}},
 		{"status no agent", nil, true, "/status", 503, []string{"no agent"}},
-		{"metrics", healthy, true, "/metrics", 200, []string{"# TYPE monolith_agent_zk_connected gauge", "go_goroutines"}},
+		{"status has the build and readiness", ready, true, "/status", 200, []string{`"build_version": "` + buildinfo.Version() + `"`,
+			`"readiness": {`, `"ready": true`}},
+		{"readyz ready", ready, true, "/readyz", 200, []string{`"ready": true`, `"reasons": []`}},
+		{"readyz not ready", notReady, true, "/readyz", 503, []string{`"ready": false`, `"zookeeper: SUSPENDED"`, `"tf serving: status: unavailable"`}},
+		{"readyz without Ready: healthy", healthy, true, "/readyz", 200, []string{`"ready": true`}},
+		{"readyz without Ready: unhealthy", sick, true, "/readyz", 503, []string{`"ready": false`, `"tf serving exited with code 1"`}},
+		{"readyz no agent", nil, true, "/readyz", 503, []string{`"ready": false`, `"no agent"`}},
+		{"metrics", healthy, true, "/metrics", 200, []string{"# TYPE monolith_agent_zk_connected gauge", "go_goroutines",
+			`monolith_build_info{goversion="` + runtime.Version() + `"`}},
 		{"no metrics", healthy, false, "/metrics", 404, nil},
-		{"index", healthy, true, "/", 200, []string{"/healthz", "/status", "/metrics"}},
+		{"page", healthy, true, "/", 200, []string{"<!DOCTYPE html>", `href="status"`, `href="healthz"`, `href="readyz"`, `href="metrics"`,
+			`href="debug/pprof/"`, `href="debug/vars"`}},
+		{"page no agent", nil, true, "/", 200, []string{"no agent"}},
+		{"pprof index", healthy, true, "/debug/pprof/", 200, []string{"goroutine", "heap"}},
+		{"pprof profile by name", healthy, true, "/debug/pprof/goroutine?debug=1", 200, []string{"goroutine profile:"}},
+		{"pprof cmdline", healthy, true, "/debug/pprof/cmdline", 200, nil},
+		{"expvar", healthy, true, "/debug/vars", 200, []string{`"memstats":`, `"monolith_build":`, `"go_version":`}},
 		{"unknown path", healthy, true, "/nope", 404, nil},
 	}
 	for _, tc := range tests {

@@ -2,6 +2,7 @@ package agentstatus
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/monolith-go/monolith/pkg/zk"
 )
@@ -31,6 +32,9 @@ type instrumentedZK struct {
 	m *Metrics
 }
 
+// Unwrap is the client the instrumentation wraps (for ZKSessionID).
+func (c *instrumentedZK) Unwrap() zk.Client { return c.Client }
+
 func (c *instrumentedZK) DataWatch(path string, fn zk.DataWatchFunc) (zk.Watch, error) {
 	return c.Client.DataWatch(path, func(data []byte, stat *zk.Stat, ev *zk.WatchEvent) bool {
 		c.m.watchEvent("data", ev)
@@ -56,4 +60,31 @@ func (c *instrumentedRegistrarZK) RegisterEphemeral(ctx context.Context, path st
 
 func (c *instrumentedRegistrarZK) Unregister(ctx context.Context, path string) error {
 	return c.r.Unregister(ctx, path)
+}
+
+// ZKSessionID is c's current session id as ZooKeeper's tools print it ("0x..."), "" when c has
+// no session or does not tell its id. It knows zkreal's and zkfake's SessionID, and looks
+// through wrappers that have Unwrap() zk.Client (InstrumentZK's).
+func ZKSessionID(c zk.Client) string {
+	for range 8 { // wrappers are shallow; a cycle must not hang the status page
+		var id int64
+		switch s := c.(type) {
+		case nil:
+			return ""
+		case interface{ SessionID() (int64, []byte) }: // zkreal.Client
+			id, _ = s.SessionID()
+		case interface{ SessionID() int64 }: // zkfake.Fake
+			id = s.SessionID()
+		case interface{ Unwrap() zk.Client }:
+			c = s.Unwrap()
+			continue
+		default:
+			return ""
+		}
+		if id == 0 {
+			return ""
+		}
+		return fmt.Sprintf("0x%x", id)
+	}
+	return ""
 }
