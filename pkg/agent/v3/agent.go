@@ -96,8 +96,8 @@ type Options struct {
 	ModelConfigDir string
 	// Intervals and grace periods; zero means the Default* constant.
 	ReportInterval, SyncInterval, PollInterval time.Duration
-	// PendingSyncInterval is the sync interval while a configured model is not AVAILABLE yet
-	// (UNKNOWN, START or LOADING).
+	// PendingSyncInterval is the sync interval while a configured model is not AVAILABLE (any
+	// other state, UNLOADING or END of a model published again included).
 	PendingSyncInterval            time.Duration
 	TFSStopGrace, ServiceStopGrace time.Duration
 	ReloadTimeout, ReloadBackoff   time.Duration
@@ -548,11 +548,11 @@ func (a *Agent) sync(ctx context.Context) (pending bool, err error) {
 	a.metrics.SetModelStates(countStates(statuses))
 	var models []backend.SavedModel
 	for name, st := range statuses {
-		switch st.GetState() {
-		case servingapis.ModelVersionStatus_UNKNOWN, servingapis.ModelVersionStatus_START, servingapis.ModelVersionStatus_LOADING:
-			pending = true
-		}
+		// statuses lists the configured models only, so any other state is one on its way to
+		// AVAILABLE: UNKNOWN, START, LOADING, and also UNLOADING or END of an old version of a
+		// model unloaded and published again before TF Serving picked up the new one.
 		if st.GetState() != servingapis.ModelVersionStatus_AVAILABLE {
+			pending = true
 			continue
 		}
 		sm, err := backend.ParseSavedModel(name)
