@@ -33,6 +33,7 @@ import (
 
 // cmdFlags is the agent's command line: the flags the specs declare.
 type cmdFlags struct {
+	cli.Common
 	utilsspec.ConfFlags
 	agentspec.AgentFlags
 	agentspec.RunFlags
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintln(stderr, "agent:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := c.Logger(stderr, level)
 	if c.ExitAfter > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.ExitAfter, fmt.Errorf("--exit_after %v elapsed", c.ExitAfter))

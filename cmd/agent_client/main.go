@@ -48,6 +48,7 @@ import (
 
 // cmdFlags is the command line: the flags the specs declare.
 type cmdFlags struct {
+	cli.Common
 	utilsspec.ConfFlags
 	clientspec.AgentClientFlags
 }
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agent
 	if code, done := cli.Parse("agent_client", "Client of a Monolith serving agent (AgentService) and of its bzid's ZooKeeper trees.", &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := c.Logger(stderr, nil)
 	cmd, err := prepare(c, env, log, dial)
 	if err == nil {
 		var out string

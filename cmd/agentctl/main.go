@@ -42,13 +42,16 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dialFunc) int {
-	var f ctlspec.AgentCtlFlags
-	if code, done := cli.Parse("agentctl", "Declare exported saved models in ZooKeeper, publish them into layouts, or print a bzid's overview.", &f, args, stdout, stderr, 2); done {
+	var c struct {
+		cli.Common
+		ctlspec.AgentCtlFlags
+	}
+	if code, done := cli.Parse("agentctl", "Declare exported saved models in ZooKeeper, publish them into layouts, or print a bzid's overview.", &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := c.Logger(stderr, nil)
 	// Errors of the packages used may already name the command: cli.Exit does not repeat it.
-	return cli.Exit("agentctl", execute(ctx, f, stdout, log, dial), stderr)
+	return cli.Exit("agentctl", execute(ctx, c.AgentCtlFlags, stdout, log, dial), stderr)
 }
 
 // options turns the flags into agentctl.Options.

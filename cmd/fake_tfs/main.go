@@ -11,9 +11,10 @@
 // Serving does), re-reads it every --model_config_file_poll_wait_seconds when that is positive,
 // and moves every version one state per --fake_step_interval (UNKNOWN -> START -> LOADING ->
 // AVAILABLE). Versions are simulated, never discovered: base_path is not read (see
-// pkg/tfs/faketfs). The TF Serving and archon flags it has no use for are accepted and ignored,
-// and so is any other --name=value flag (with a warning). SIGTERM or SIGINT stops it gracefully
-// within --fake_shutdown_grace.
+// pkg/tfs/faketfs). The TF Serving and archon flags it has no use for are accepted and ignored;
+// any other flag is a usage error (exit status 2) and starts nothing. --version prints the build
+// and exits, as TF Serving's does. SIGTERM or SIGINT stops it gracefully within
+// --fake_shutdown_grace.
 package main
 
 import (
@@ -25,15 +26,33 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
 
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
+	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/tfs/faketfs"
 )
+
+// tfsVersion is --version: alone it asks for the build (printVersion); --version=value is
+// Monolith's TF Serving flag, accepted and ignored.
+type tfsVersion string
+
+// printVersion is the value of a --version given without a value.
+const printVersion tfsVersion = "\x00print"
+
+func (v *tfsVersion) Decode(ctx *kong.DecodeContext) error {
+	if ctx.Scan.Peek().Type == kong.FlagValueToken {
+		*v = tfsVersion(fmt.Sprint(ctx.Scan.Pop().Value))
+		return nil
+	}
+	*v = printVersion
+	return nil
+}
+
+func (tfsVersion) IsBool() bool { return true }
 
 // ignored is a flag accepted for compatibility and ignored: --name and --name=anything.
 type ignored string
@@ -47,15 +66,17 @@ func (i *ignored) Decode(ctx *kong.DecodeContext) error {
 
 func (ignored) IsBool() bool { return true }
 
-// cli is the command line: the TF Serving flags the fake uses, those it accepts and ignores, and
-// its own (prefixed fake_).
-type cli struct {
-	Port                           int    `name:"port" default:"8500" group:"TF Serving" help:"gRPC port (0: a free port)."`
-	RestAPIPort                    int    `name:"rest_api_port" default:"0" group:"TF Serving" help:"REST API port; accepted, the fake serves no REST API."`
-	ModelConfigFile                string `name:"model_config_file" group:"TF Serving" help:"ModelServerConfig in text format to load at start."`
-	ModelConfigFilePollWaitSeconds int    `name:"model_config_file_poll_wait_seconds" default:"0" group:"TF Serving" help:"Seconds between re-reads of --model_config_file; 0 reads it once."`
-	ModelName                      string `name:"model_name" default:"default" group:"TF Serving" help:"Model to serve when there is no --model_config_file."`
-	ModelBasePath                  string `name:"model_base_path" group:"TF Serving" help:"Base path of --model_name (never read: versions are simulated); serves version 1."`
+// flags is the command line: the TF Serving flags the fake uses, those it accepts and ignores,
+// its own (prefixed fake_), and the project's common ones (--version, --log_format).
+type flags struct {
+	cli.LogFlags
+	Version                        tfsVersion `name:"version" group:"TF Serving" help:"Alone: print the build and exit. With a value (--version=v1.2, Monolith's TF Serving flag the agent passes): ignored."`
+	Port                           int        `name:"port" default:"8500" group:"TF Serving" help:"gRPC port (0: a free port)."`
+	RestAPIPort                    int        `name:"rest_api_port" default:"0" group:"TF Serving" help:"REST API port; accepted, the fake serves no REST API."`
+	ModelConfigFile                string     `name:"model_config_file" group:"TF Serving" help:"ModelServerConfig in text format to load at start."`
+	ModelConfigFilePollWaitSeconds int        `name:"model_config_file_poll_wait_seconds" default:"0" group:"TF Serving" help:"Seconds between re-reads of --model_config_file; 0 reads it once."`
+	ModelName                      string     `name:"model_name" default:"default" group:"TF Serving" help:"Model to serve when there is no --model_config_file."`
+	ModelBasePath                  string     `name:"model_base_path" group:"TF Serving" help:"Base path of --model_name (never read: versions are simulated); serves version 1."`
 
 	GRPCSocketPath                         ignored `name:"grpc_socket_path" group:"TF Serving, ignored" help:"Ignored."`
 	RestAPINumThreads                      ignored `name:"rest_api_num_threads" group:"TF Serving, ignored" help:"Ignored."`
@@ -80,7 +101,6 @@ type cli struct {
 	GRPCChannelArguments                   ignored `name:"grpc_channel_arguments" group:"TF Serving, ignored" help:"Ignored."`
 	GRPCMaxThreads                         ignored `name:"grpc_max_threads" group:"TF Serving, ignored" help:"Ignored."`
 	EnableModelWarmup                      ignored `name:"enable_model_warmup" group:"TF Serving, ignored" help:"Ignored."`
-	Version                                ignored `name:"version" group:"TF Serving, ignored" help:"Ignored."`
 	MonitoringConfigFile                   ignored `name:"monitoring_config_file" group:"TF Serving, ignored" help:"Ignored."`
 	RemoveUnusedFieldsFromBundleMetagraph  ignored `name:"remove_unused_fields_from_bundle_metagraph" group:"TF Serving, ignored" help:"Ignored."`
 	EnableSignatureMethodNameCheck         ignored `name:"enable_signature_method_name_check" group:"TF Serving, ignored" help:"Ignored."`
@@ -97,6 +117,7 @@ type cli struct {
 	ArchonEntryToPSLongConnEnable ignored `name:"archon_entry_to_ps_long_conn_enable" group:"Monolith TF Serving, ignored" help:"Ignored."`
 	MetricsNamespacePrefix        ignored `name:"metrics_namespace_prefix" group:"Monolith TF Serving, ignored" help:"Ignored."`
 	LogConf                       ignored `name:"log_conf" group:"Monolith TF Serving, ignored" help:"Ignored."`
+	ConfFile                      ignored `name:"conf_file" group:"Monolith TF Serving, ignored" help:"Ignored."`
 
 	Host               string        `name:"fake_host" default:"" group:"Fake" help:"Address to listen on; empty: every interface (IPv4 and IPv6), as TF Serving."`
 	StepInterval       time.Duration `name:"fake_step_interval" default:"10ms" group:"Fake" help:"Each version moves one state (UNKNOWN -> START -> LOADING -> AVAILABLE, UNLOADING -> END) per interval."`
@@ -118,30 +139,20 @@ func main() {
 // 0, 1 when serving fails, 2 on a bad command line or config. ready, when set, gets the address
 // once the server listens.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) int {
-	var c cli
-	exit := -1
-	parser, err := newParser(&c, kong.Writers(stdout, stderr), kong.Exit(func(code int) { exit = code }))
-	if err != nil {
-		fmt.Fprintln(stderr, "fake_tfs: internal error:", err)
-		return 1
+	var c flags
+	if code, done := cli.Parse("fake_tfs", description, &c, args, stdout, stderr, 2); done {
+		return code
 	}
-	known, unknown := splitUnknown(parser, args)
-	if _, err := parser.Parse(known); err != nil {
-		fmt.Fprintln(stderr, "fake_tfs:", err)
-		return 2
-	}
-	if exit >= 0 { // --help
-		return exit
+	if c.Version == printVersion {
+		fmt.Fprintln(stdout, cli.VersionLine("fake_tfs"))
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		fmt.Fprintln(stderr, "fake_tfs:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	for _, u := range unknown {
-		log.Warn("ignoring unknown flag", "flag", u)
-	}
+	log := c.Logger(stderr, level)
 	if c.RestAPIPort != 0 {
 		log.Info("the fake serves no REST API; --rest_api_port ignored", "rest_api_port", c.RestAPIPort)
 	}
@@ -194,40 +205,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	return 0
 }
 
-func newParser(c *cli, opts ...kong.Option) (*kong.Kong, error) {
-	return kong.New(c, append([]kong.Option{
-		kong.Name("fake_tfs"),
-		kong.Description("A fake TensorFlow Serving (ModelService, PredictionService) for driving the agent without TF Serving."),
-	}, opts...)...)
-}
-
-// splitUnknown separates the --name / --name=value arguments naming no flag of the parser (TF
-// Serving has many the fake has no use for) from the rest. Arguments after "--" are kept.
-func splitUnknown(parser *kong.Kong, args []string) (known, unknown []string) {
-	names := map[string]bool{"help": true}
-	for _, group := range parser.Model.AllFlags(false) {
-		for _, f := range group {
-			names[f.Name] = true
-			for _, a := range f.Aliases {
-				names[a] = true
-			}
-		}
-	}
-	for i, a := range args {
-		if a == "--" {
-			return append(known, args[i:]...), unknown
-		}
-		name, isFlag := strings.CutPrefix(a, "--")
-		if !isFlag {
-			known = append(known, a)
-			continue
-		}
-		name, _, _ = strings.Cut(name, "=")
-		if names[name] {
-			known = append(known, a)
-		} else {
-			unknown = append(unknown, a)
-		}
-	}
-	return known, unknown
-}
+const description = "A fake TensorFlow Serving (ModelService, PredictionService) for driving the agent without TF Serving."

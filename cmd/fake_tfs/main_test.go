@@ -39,6 +39,10 @@ func TestUsage(t *testing.T) {
 		{"config file and base path", []string{"--model_config_file=x", "--model_base_path=y"}, 2, "", "mutually exclusive"},
 		{"missing config file", []string{"--model_config_file=" + filepath.Join(dir, "nope")}, 2, "", "no such file"},
 		{"port in use or invalid", []string{"--port=70000", "--fake_host=127.0.0.1"}, 2, "", "listen"},
+		// Before: an unknown flag was ignored and the fake served on *:8500.
+		{"unknown flag", []string{"--bogus=x", "--port=0", "--fake_host=127.0.0.1"}, 2, "", "fake_tfs: unknown flag --bogus"},
+		{"version", []string{"--version", "--port=0", "--fake_host=127.0.0.1"}, 0, "fake_tfs ", ""},
+		{"bad log format", []string{"--log_format=xml"}, 2, "", "--log_format"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,21 +58,6 @@ func TestUsage(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tc.wantErr, errb.String())
 			}
 		})
-	}
-}
-
-func TestSplitUnknown(t *testing.T) {
-	var c cli
-	parser, err := newParser(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	known, unknown := splitUnknown(parser, []string{"--port=1", "--port", "2", "--bogus=x", "--archon_port=3", "--other", "-h", "--", "--bogus2"})
-	if got, want := strings.Join(known, " "), "--port=1 --port 2 --archon_port=3 -h -- --bogus2"; got != want {
-		t.Errorf("known = %q, want %q", got, want)
-	}
-	if got, want := strings.Join(unknown, " "), "--bogus=x --other"; got != want {
-		t.Errorf("unknown = %q, want %q", got, want)
 	}
 }
 
@@ -151,11 +140,11 @@ func agentCommand(t *testing.T, dir string) (args []string, port int, model stri
 	return strings.Fields(cmd)[1:], port, msc.GetModelConfigList().GetConfig()[0].GetName()
 }
 
-// TestAgentCommandLine runs the fake with the exact command line the agent builds for TF Serving,
-// plus flags TF Serving has and the fake does not know, and stops it as a signal would.
+// TestAgentCommandLine runs the fake with the exact command line the agent builds for TF Serving
+// and stops it as a signal would.
 func TestAgentCommandLine(t *testing.T) {
 	args, port, model := agentCommand(t, t.TempDir())
-	args = append(args, "--fake_step_interval=1ms", "--some_future_tfs_flag=1", "--another_bool")
+	args = append(args, "--fake_step_interval=1ms")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb syncbuf.Buffer
@@ -181,7 +170,7 @@ func TestAgentCommandLine(t *testing.T) {
 		t.Fatal("no exit 10 s after the signal")
 	}
 	log := errb.String()
-	for _, want := range []string{`flag="--some_future_tfs_flag=1"`, `flag=--another_bool`, "msg=stopping", "msg=stopped"} {
+	for _, want := range []string{"msg=stopping", "msg=stopped"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
@@ -205,7 +194,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "--port=0", "--fake_host=127.0.0.1", "--model_name=m", "--model_base_path=/never/read",
-		"--fake_step_interval=1ms", "--archon_port=1", "--bogus=1")
+		"--fake_step_interval=1ms", "--archon_port=1", "--version=v1.2")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

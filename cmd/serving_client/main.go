@@ -41,13 +41,16 @@ func dialZK(ctx context.Context, servers string, log *slog.Logger) (zk.Client, e
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dialFunc) int {
-	var f clientspec.ServingClientFlags
-	if code, done := cli.Parse("serving_client", "Load or unload a model through ZooKeeper (/{bzid}/portal), or print its load state.", &f, args, stdout, stderr, 1); done {
+	var c struct {
+		cli.Common
+		clientspec.ServingClientFlags
+	}
+	if code, done := cli.Parse("serving_client", "Load or unload a model through ZooKeeper (/{bzid}/portal), or print its load state.", &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	// Every failure exits 1 here (absl's status): this command has no UsageError.
-	return cli.Exit("serving_client", connectAndExecute(ctx, f, stdout, log, dial), stderr)
+	log := c.Logger(stderr, nil)
+	// A bad command line exits 2, as in every command of the project (absl's reference exits 1).
+	return cli.Exit("serving_client", connectAndExecute(ctx, c.ServingClientFlags, stdout, log, dial), stderr)
 }
 
 // check validates the flags as the reference's main does, before anything is contacted.
@@ -69,7 +72,7 @@ func check(f clientspec.ServingClientFlags) error {
 
 func connectAndExecute(ctx context.Context, f clientspec.ServingClientFlags, stdout io.Writer, log *slog.Logger, dial dialFunc) error {
 	if err := check(f); err != nil {
-		return err
+		return cli.Usage(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
 	defer cancel()

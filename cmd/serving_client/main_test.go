@@ -72,7 +72,8 @@ func replica(stat datadef.ModelState) []byte {
 	return r.Serialize()
 }
 
-// TestFlagErrors: the reference's checks, each exit status 1 before anything is contacted.
+// TestFlagErrors: the reference's checks, each a usage error (exit status 2; the reference's absl
+// exits 1) before anything is contacted.
 func TestFlagErrors(t *testing.T) {
 	base := []string{"--zk_servers=127.0.0.1:2181", "--bzid=gip", "--model_name=m"}
 	cases := []struct {
@@ -91,8 +92,8 @@ func TestFlagErrors(t *testing.T) {
 	for _, c := range cases {
 		d := &fakeDial{srv: zkfake.NewServer()}
 		code, out, errOut := d.cli(c.args...)
-		if code != 1 || out != "" || !strings.Contains(errOut, c.want) || d.calls != 0 {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q, %d dials; want exit 1 and %q, no dial", c.args, code, out, errOut, d.calls, c.want)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) || d.calls != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q, %d dials; want exit 2 and %q, no dial", c.args, code, out, errOut, d.calls, c.want)
 		}
 	}
 	d := &fakeDial{srv: zkfake.NewServer()}

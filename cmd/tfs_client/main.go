@@ -35,6 +35,7 @@ import (
 
 // cmdFlags is the command line: the flags the specs declare.
 type cmdFlags struct {
+	cli.Common
 	utilsspec.ConfFlags
 	tfsclientspec.TFSClientFlags
 }
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agent
 	if code, done := cli.Parse("tfs_client", "TensorFlow Serving client: model status, metadata, config reload and Predict.", &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := c.Logger(stderr, nil)
 	return cli.Exit("tfs_client", execute(ctx, c, stdout, log, env), stderr)
 }
 
@@ -169,8 +170,33 @@ func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 		return fmt.Errorf("%s %s at %s: %w", c.CmdType, model, addr, err)
 	}
 	// print(response): the text format and print's newline.
-	_, err = io.WriteString(stdout, pytext.Format(resp)+"\n")
-	return err
+	if _, err := io.WriteString(stdout, pytext.Format(resp)+"\n"); err != nil {
+		return err
+	}
+	return failedStatus(resp)
+}
+
+// failedStatus is an error when a model status answer reports a failed version (an error code
+// such as NOT_FOUND): the answer is printed, and the exit status says it is not a success.
+func failedStatus(resp proto.Message) error {
+	st, ok := resp.(*servingapis.GetModelStatusResponse)
+	if !ok {
+		return nil
+	}
+	var failed []string
+	for _, v := range st.GetModelVersionStatus() {
+		if code := v.GetStatus().GetErrorCode(); code != 0 {
+			msg := fmt.Sprintf("version %d: %v", v.GetVersion(), code)
+			if m := v.GetStatus().GetErrorMessage(); m != "" {
+				msg += ": " + m
+			}
+			failed = append(failed, msg)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("status: %s", strings.Join(failed, "; "))
 }
 
 func readModelServerConfig(path string) (*servingconfig.ModelServerConfig, error) {

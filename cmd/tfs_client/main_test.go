@@ -179,7 +179,7 @@ func TestCommands(t *testing.T) {
 				Inputs: map[string]*tfframework.TensorProto{"instances": instance.MakeTensorProto([][]byte{one, one})}}, rec.predict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errOut := runCLI(t, noEnv, append(tc.args, "--target="+addr+",10.9.9.9:1")...)
+			code, out, errOut := runCLI(t, noEnv, append(tc.args, "--target="+addr+",127.0.0.1:1")...)
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %s", code, errOut)
 			}
@@ -188,6 +188,40 @@ func TestCommands(t *testing.T) {
 			}
 			if want := pytext.Format(tc.resp) + "\n"; out != want {
 				t.Errorf("stdout:\n got %q\nwant %q", out, want)
+			}
+		})
+	}
+}
+
+// TestFailedStatusExits1: a status answer reporting a failed version (NOT_FOUND) is printed, and
+// the command exits 1 naming the version and the error.
+func TestFailedStatusExits1(t *testing.T) {
+	notFound := "Servable not found"
+	for _, tc := range []struct {
+		name     string
+		statuses []*servingapis.ModelVersionStatus
+		code     int
+		stderr   string
+	}{
+		{"available", []*servingapis.ModelVersionStatus{
+			modelconfig.VersionStatus(3, servingapis.ModelVersionStatus_AVAILABLE, tfprotobuf.Code_OK, nil)}, 0, ""},
+		{"not found", []*servingapis.ModelVersionStatus{
+			modelconfig.VersionStatus(-1, servingapis.ModelVersionStatus_UNKNOWN, tfprotobuf.Code_NOT_FOUND, &notFound)},
+			1, "tfs_client: status: version -1: NOT_FOUND: Servable not found\n"},
+		{"one of two failed", []*servingapis.ModelVersionStatus{
+			modelconfig.VersionStatus(3, servingapis.ModelVersionStatus_AVAILABLE, tfprotobuf.Code_OK, nil),
+			modelconfig.VersionStatus(4, servingapis.ModelVersionStatus_END, tfprotobuf.Code_UNKNOWN, nil)},
+			1, "tfs_client: status: version 4: UNKNOWN\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{status: &servingapis.GetModelStatusResponse{ModelVersionStatus: tc.statuses}}
+			addr := startRecorder(t, rec)
+			code, out, errOut := runCLI(t, noEnv, "--cmd_type=status", "--model_name=m", "--target="+addr)
+			if code != tc.code || errOut != tc.stderr {
+				t.Errorf("exit %d, stderr %q; want %d, %q", code, errOut, tc.code, tc.stderr)
+			}
+			if want := pytext.Format(rec.status) + "\n"; out != want {
+				t.Errorf("stdout %q, want the answer %q", out, want)
 			}
 		})
 	}

@@ -9,22 +9,62 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/monolith-go/monolith/internal/buildinfo"
 )
 
-// Parse parses args into flags (a kong struct) for the command name. done is true when the
-// command must stop now with code: after --help (kong's code), for a bad command line (badExit,
-// the error printed to stderr as "name: error"), or when the flag struct itself is broken (1).
-func Parse(name, description string, flags any, args []string, stdout, stderr io.Writer, badExit int) (code int, done bool) {
-	exit := -1
-	parser, err := kong.New(flags,
+// Common are the flags every command of the project has besides its own (the specs'): the build
+// it is (--version) and the format of its log (--log_format). Embed it in the flag struct.
+type Common struct {
+	Version kong.VersionFlag `name:"version" help:"Print the build (module version, VCS revision and time, Go version) and exit."`
+	LogFlags
+}
+
+// LogFlags is --log_format alone, for a command whose --version means something else (fake_tfs
+// takes TF Serving's command line).
+type LogFlags struct {
+	LogFormat string `name:"log_format" default:"text" enum:"text,json" help:"Format of the log on stderr: text (key=value) or json (one object a line) (default: ${default})."`
+}
+
+// Logger is the command's log on w at level, in the --log_format the command line chose.
+func (c LogFlags) Logger(w io.Writer, level slog.Leveler) *slog.Logger {
+	return NewLogger(w, c.LogFormat, level)
+}
+
+// NewLogger is a log on w in format ("json", else text) at level (nil: info).
+func NewLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// VersionLine is what --version prints: "name version (rev ..., time, go version)".
+func VersionLine(name string) string { return name + " " + buildinfo.Version() }
+
+// Options are the kong options every command of the project parses with: its name, description,
+// writers, exit hook and the version --version prints.
+func Options(name, description string, stdout, stderr io.Writer, exit func(int)) []kong.Option {
+	return []kong.Option{
 		kong.Name(name),
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-	)
+		kong.Exit(exit),
+		kong.Vars{"version": VersionLine(name)},
+	}
+}
+
+// Parse parses args into flags (a kong struct) for the command name. done is true when the
+// command must stop now with code: after --help or --version (0), for a bad command line (badExit,
+// the error printed to stderr as "name: error"), or when the flag struct itself is broken (1).
+func Parse(name, description string, flags any, args []string, stdout, stderr io.Writer, badExit int) (code int, done bool) {
+	exit := -1
+	parser, err := kong.New(flags, Options(name, description, stdout, stderr, func(code int) { exit = code })...)
 	if err != nil {
 		fmt.Fprintln(stderr, name+": internal error:", err)
 		return 1, true
@@ -33,7 +73,7 @@ func Parse(name, description string, flags any, args []string, stdout, stderr io
 		fmt.Fprintln(stderr, name+":", err)
 		return badExit, true
 	}
-	if exit >= 0 { // --help
+	if exit >= 0 { // --help, --version
 		return exit, true
 	}
 	return 0, false

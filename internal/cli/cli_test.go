@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 )
 
 type flags struct {
+	Common
 	Count int `name:"count" help:"how many" default:"1"`
 }
 
@@ -25,6 +28,7 @@ func TestParse(t *testing.T) {
 		{"bad flag", []string{"--nope"}, 2, 2, true, "cmd: unknown flag --nope\n", false},
 		{"bad flag, absl status", []string{"--nope"}, 1, 1, true, "cmd: unknown flag --nope\n", false},
 		{"help", []string{"--help"}, 2, 0, true, "", true},
+		{"bad log format", []string{"--log_format=xml"}, 2, 2, true, "cmd: --log_format must be one of \"text\",\"json\" but got \"xml\"\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f flags
@@ -54,6 +58,40 @@ func TestExit(t *testing.T) {
 		var errb bytes.Buffer
 		if code := Exit("cmd", tc.err, &errb); code != tc.code || errb.String() != tc.stderr {
 			t.Errorf("Exit(%v) = %d %q, want %d %q", tc.err, code, errb.String(), tc.code, tc.stderr)
+		}
+	}
+}
+
+// TestVersion: --version prints the command's name and build on stdout and stops with status 0,
+// whatever else the command line holds.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"--count=2", "--version"}} {
+		var f flags
+		var out, errb bytes.Buffer
+		code, done := Parse("cmd", "a command", &f, args, &out, &errb, 2)
+		if code != 0 || !done || errb.Len() != 0 {
+			t.Fatalf("%v: got %d %v %q", args, code, done, errb.String())
+		}
+		if want := VersionLine("cmd") + "\n"; out.String() != want {
+			t.Errorf("%v: stdout %q, want %q", args, out.String(), want)
+		}
+		if !strings.HasPrefix(out.String(), "cmd ") || !strings.Contains(out.String(), "go1.") {
+			t.Errorf("%v: version line %q lacks the name or the Go version", args, out.String())
+		}
+	}
+}
+
+// TestLogger: --log_format picks the handler; records keep their attributes either way.
+func TestLogger(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{"text", "level=WARN msg=hello k=v\n"},
+		{"json", `"level":"WARN","msg":"hello","k":"v"}` + "\n"},
+	} {
+		var b bytes.Buffer
+		LogFlags{LogFormat: tc.format}.Logger(&b, slog.LevelInfo).Warn("hello", "k", "v")
+		LogFlags{LogFormat: tc.format}.Logger(&b, slog.LevelInfo).Debug("dropped")
+		if !strings.HasSuffix(b.String(), tc.want) || strings.Count(b.String(), "\n") != 1 {
+			t.Errorf("%s: %q, want one record ending %q", tc.format, b.String(), tc.want)
 		}
 	}
 }
