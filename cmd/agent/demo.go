@@ -35,6 +35,9 @@ const (
 	// demoSync is how often the demo agent advertises what TF Serving has AVAILABLE (30 s in
 	// production).
 	demoSync = time.Second
+	// demoZKServers is the ZooKeeper the demo's status names: example.conf's zk_servers is a
+	// server nothing listens on, the demo's ZooKeeper is zkfake in this process.
+	demoZKServers = "in-process"
 )
 
 var demoSubGraphs = []string{"entry", "ps_0", "ps_1", "ps_2", "ps_3"}
@@ -79,7 +82,11 @@ func runDemo(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 		if err != nil {
 			return nil, err
 		}
-		return agentv3.New(p.Config, agentv3.Options{
+		// The agent's copy of the config names the in-process ZooKeeper it gets as Options.ZK,
+		// which is all it reports of zk_servers.
+		conf, servers := *p.Config, demoZKServers
+		conf.ZKServers = &servers
+		return agentv3.New(&conf, agentv3.Options{
 			ConfPath: p.ConfPath, TFSLog: p.TFSLog, ZK: agentZK, Host: "127.0.0.1", ModelConfigDir: dir,
 			TFS: func(file string) (tfs.Process, error) {
 				return inproc.New(file, inproc.Options{Port: port, StepInterval: demoStep, Logger: p.Logger}), nil
@@ -141,11 +148,13 @@ func printDemo(w io.Writer, r agentrun.Ready, confFile, layout string) {
 `, confFile, layout, strings.Join(subs, ", "), strings.Join(filters, " | "), demoShardID, demoNumShard,
 		tfsAddr, a.ModelConfigFile(), svc)
 	if r.StatusURL != "" {
-		fmt.Fprintf(w, "  status endpoint  %s (/healthz, /status, /metrics)\n", r.StatusURL)
+		fmt.Fprintf(w, "  status endpoint  %s (status page; /status, /readyz, /healthz, /metrics, /debug/pprof/, /debug/vars)\n", r.StatusURL)
 	}
 	fmt.Fprintln(w, "\nTry:")
 	if u := r.StatusURL; u != "" {
+		fmt.Fprintf(w, "  open %s/ in a browser   # the status page, refreshing itself\n", u)
 		fmt.Fprintf(w, "  curl %s/status     # layout, models and their TF Serving states, bindings\n", u)
+		fmt.Fprintf(w, "  curl %s/readyz     # 200 once ZooKeeper, the layout and TF Serving are ready\n", u)
 		fmt.Fprintf(w, "  curl %s/metrics    # Prometheus metrics (RPCs, reloads, ZooKeeper)\n", u)
 		fmt.Fprintf(w, "  curl %s/healthz\n", u)
 	}
