@@ -68,7 +68,8 @@ type Client struct {
 	lost      bool          // LOST was emitted and no new session is up yet
 	listeners map[int]func(zk.State)
 	nextID    int
-	owned     map[string][]byte // registered ephemeral nodes (chroot-relative path -> data)
+	owned     map[string]*ownedNode // registered ephemeral nodes, by chroot-relative path
+	ownedSeq  uint64                // registrations so far: orders the re-creation
 	closed    bool
 
 	closeOnce sync.Once
@@ -118,7 +119,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c := &Client{
 		opts: opts, log: opts.Logger, creds: &credentials{}, chroot: chroot,
 		events: newEventQueue(), closing: make(chan struct{}), genCh: make(chan struct{}),
-		listeners: map[int]func(zk.State){}, owned: map[string][]byte{},
+		listeners: map[int]func(zk.State){}, owned: map[string]*ownedNode{},
 		wIndex: map[string]*watch{}, wParked: map[*watch]uint64{},
 	}
 	conn, _, err := gozk.Connect(opts.Servers, opts.SessionTimeout,

@@ -11,7 +11,8 @@
 //     callback, which hands the fired watches to a few workers (Options.WatchWorkers, started only
 //     while there is work) that re-arm them and call their functions. Calls of one watch never
 //     overlap and come in order; changes made while a watch is re-armed or called may be coalesced.
-//   - Ephemeral ownership (RegisterEphemeral): registered nodes are re-created on every new session.
+//   - Ephemeral ownership (RegisterEphemeral): registered nodes are re-created on every new session,
+//     in the order of their first registration, before the session is announced.
 //     A node that exists but belongs to another session is deleted and re-created, never just
 //     overwritten (an overwritten node would still vanish when its old session expires).
 //   - Idempotent reads (Get, Exists, Children) are retried with backoff on connection loss; writes

@@ -1,9 +1,11 @@
 package zkreal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -14,16 +16,32 @@ import (
 // restoreTimeout bounds the re-creation of owned ephemeral nodes on a new session.
 const restoreTimeout = 30 * time.Second
 
+// ownedNode is a registered ephemeral node: its data, and when it was first registered.
+type ownedNode struct {
+	data []byte
+	seq  uint64
+}
+
 // RegisterEphemeral creates an ephemeral node this client owns: it is re-created on every new
 // session until Unregister. A node already there but owned by another session (a previous session
 // of this process that has not expired yet, say) is deleted and re-created, so it lives exactly as
 // long as this session; one owned by this session gets its data set.
+//
+// On a new session the nodes are re-created one at a time in the order of their first
+// registration (registering a node again changes its data, not its place), so a node that others
+// read when another appears (a service info named by a binding) can be registered first and is
+// back first.
 func (c *Client) RegisterEphemeral(ctx context.Context, path string, data []byte) error {
 	if err := zk.ValidatePath(path); err != nil {
 		return &zk.PathError{Op: "register_ephemeral", Path: path, Err: err}
 	}
 	c.mu.Lock()
-	c.owned[path] = append([]byte(nil), data...)
+	if n := c.owned[path]; n != nil {
+		n.data = append([]byte(nil), data...)
+	} else {
+		c.ownedSeq++
+		c.owned[path] = &ownedNode{data: append([]byte(nil), data...), seq: c.ownedSeq}
+	}
 	c.mu.Unlock()
 	return c.ensureEphemeral(ctx, path, data)
 }
@@ -83,15 +101,20 @@ func (c *Client) ensureEphemeral(ctx context.Context, path string, data []byte) 
 	return &zk.PathError{Op: "register_ephemeral", Path: path, Err: fmt.Errorf("%w: node keeps being re-created by another session", zk.ErrNodeExists)}
 }
 
-// restoreOwned re-creates every registered node on a new session (called by the dispatcher before
-// it announces CONNECTED).
+// restoreOwned re-creates every registered node on a new session, in registration order (called
+// by the dispatcher before it announces CONNECTED).
 func (c *Client) restoreOwned() {
+	type node struct {
+		path string
+		ownedNode
+	}
 	c.mu.Lock()
-	owned := make(map[string][]byte, len(c.owned))
-	for p, d := range c.owned {
-		owned[p] = d
+	owned := make([]node, 0, len(c.owned))
+	for p, n := range c.owned {
+		owned = append(owned, node{p, *n})
 	}
 	c.mu.Unlock()
+	slices.SortFunc(owned, func(a, b node) int { return cmp.Compare(a.seq, b.seq) })
 	if len(owned) == 0 {
 		return
 	}
@@ -104,9 +127,9 @@ func (c *Client) restoreOwned() {
 		case <-ctx.Done():
 		}
 	}()
-	for p, d := range owned {
-		if err := c.ensureEphemeral(ctx, p, d); err != nil {
-			c.log.Error("re-creating an owned ephemeral node on the new session failed", "path", p, "err", err)
+	for _, n := range owned {
+		if err := c.ensureEphemeral(ctx, n.path, n.data); err != nil {
+			c.log.Error("re-creating an owned ephemeral node on the new session failed", "path", n.path, "err", err)
 		}
 	}
 }

@@ -318,3 +318,64 @@ func TestDigestAuthSurvivesNewSession(t *testing.T) {
 		t.Fatalf("read after a new session: %q %v", d, err)
 	}
 }
+
+// TestOwnedRestoredInRegistrationOrder: on every new session the owned nodes come back one at a
+// time in the order they were first registered (a service info before the bindings that name
+// it), whatever their paths; registering a node again changes its data, not its place; a node
+// unregistered and registered again goes last.
+func TestOwnedRestoredInRegistrationOrder(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithTickTime(200*time.Millisecond))
+	c := connect(t, srv, Options{})
+	other := connect(t, srv, Options{})
+	ctx := tctx(t)
+	register := func(path, data string) {
+		t.Helper()
+		if err := c.RegisterEphemeral(ctx, path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Paths neither sorted nor reverse sorted, in more than one parent, so that neither path
+	// order nor map order passes by chance (10! orders).
+	paths := []string{"/bz/container_service/c1", "/bz/binding/m/ps_3:c1", "/bz/binding/m/entry:c1",
+		"/bz/binding/n/ps_0:c1", "/bz/binding/m/ps_0:c1", "/a/x", "/z/y", "/bz/binding/m/ps_1:c1",
+		"/bz/binding/n/entry:c1", "/m/q"}
+	for _, p := range paths {
+		register(p, "v1")
+	}
+	register(paths[0], "v2") // a new report of the service info keeps its place
+	if err := c.Unregister(ctx, paths[5]); err != nil {
+		t.Fatal(err)
+	}
+	register(paths[5], "again") // back, last
+	want := append(append(append([]string(nil), paths[:5]...), paths[6:]...), paths[5])
+	wantData := map[string]string{paths[0]: "v2", paths[5]: "again"}
+
+	for round := range 5 {
+		oldID, passwd := c.SessionID()
+		if err := srv.ExpireSession(oldID, passwd); err != nil {
+			t.Fatal(err)
+		}
+		var czxids []int64
+		eventually(t, 2*sessionTimeout, fmt.Sprintf("round %d: owned nodes back", round), func() bool {
+			id, _ := c.SessionID()
+			czxids = czxids[:0]
+			for _, p := range want {
+				data, st, err := other.Get(ctx, p)
+				if err != nil || id == oldID || st.EphemeralOwner != id {
+					return false
+				}
+				if w, ok := wantData[p]; !ok && string(data) != "v1" || ok && string(data) != w {
+					t.Fatalf("round %d: %s holds %q", round, p, data)
+				}
+				czxids = append(czxids, st.Czxid)
+			}
+			return true
+		})
+		for i := 1; i < len(czxids); i++ {
+			if czxids[i] <= czxids[i-1] {
+				t.Fatalf("round %d: %s (czxid %d) was re-created before %s (czxid %d); want registration order %v",
+					round, want[i], czxids[i], want[i-1], czxids[i-1], want)
+			}
+		}
+	}
+}
