@@ -11,7 +11,7 @@ deps="$root/.bazel-deps"
 RULES_GO_VERSION=v0.34.0
 GAZELLE_VERSION=v0.53.0
 APT_PACKAGES=(bazel-bootstrap bazel-skylib bazel-platforms bazel-rules-java bazel-rules-proto
-  protobuf-compiler zookeeper)
+  protobuf-compiler zookeeper chromium)
 
 # Progress: each step prints what it does and how long it took (stderr).
 t_all=$SECONDS

@@ -23,7 +23,7 @@ func TestPage(t *testing.T) {
 			Addresses: map[string]string{"grpc": "127.0.0.1:8500"}},
 		ZooKeeper: ZKSummary{Servers: "in-process", State: "SUSPENDED", SessionID: "0x1f"},
 		Layout: &LayoutSummary{Path: "/b/layouts/l", Filters: []string{"ps_(?P<i>\\d+); 0 == i % 2"}, UpdatedAt: started,
-			Error: "filter <boom>", Entries: []LayoutEntry{
+			Entries: []LayoutEntry{
 				{SavedModel: "m:entry", BasePath: &base, VersionPolicy: &policy, Loaded: true, Filter: "entry; True"},
 				{SavedModel: "m:ps_1", BasePath: &base, VersionPolicy: &policy},
 				{SavedModel: "m:ps_2", Loaded: true, Error: "saved model m:ps_2: version_policy \"x\""},
@@ -51,7 +51,6 @@ func TestPage(t *testing.T) {
 		`<td id="readiness" data-ready="false">`, `<li class="reason err">zookeeper: SUSPENDED</li>`,
 		`<td id="zk-servers" class="mono">in-process</td>`, `>SUSPENDED</span>`, `<td id="zk-session" class="mono">0x1f</td>`,
 		`<code class="filter">ps_(?P&lt;i&gt;\d&#43;); 0 == i % 2</code>`,
-		`<p id="layout-error" class="err">Not applied (the previous model server config stays): filter &lt;boom&gt;</p>`,
 		`<tr class="layout-entry" data-saved-model="m:entry" data-loaded="true">`,
 		`<tr class="layout-entry" data-saved-model="m:ps_1" data-loaded="false">`,
 		`<span class="badge bad">skipped</span>`, `version_policy &#34;x&#34;`,
@@ -68,7 +67,7 @@ func TestPage(t *testing.T) {
 			t.Errorf("page lacks %s", want)
 		}
 	}
-	if strings.Contains(page, "<script>alert") || strings.Contains(page, "<boom>") {
+	if strings.Contains(page, "<script>alert") || strings.Contains(page, "not evaluated") {
 		t.Error("page has unescaped text")
 	}
 	// Bindings sorted by model then sub graph; recent errors newest first.
@@ -78,6 +77,23 @@ func TestPage(t *testing.T) {
 	if i, j := strings.Index(page, "second &lt;b&gt;"), strings.Index(page, ">first<"); i < 0 || j < i {
 		t.Error("recent errors not newest first")
 	}
+	// A layout that could not be applied: its entries were not evaluated (the previous config
+	// stays), whatever their Loaded says.
+	src.rep.Layout.Error = "filter <boom>"
+	rec = httptest.NewRecorder()
+	NewHandler(src, nil).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	for _, want := range []string{
+		`<p id="layout-error" class="err">Not applied (the previous model server config stays): filter &lt;boom&gt;</p>`,
+		`<span class="muted">not evaluated</span>`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("page with a layout error lacks %s", want)
+		}
+	}
+	if strings.Contains(rec.Body.String(), "<boom>") || strings.Contains(rec.Body.String(), `"badge ok">loaded`) {
+		t.Error("page with a layout error shows entries as loaded, or unescaped text")
+	}
+
 	// Nothing loaded from elsewhere: the page works offline.
 	for _, ext := range []string{"http://", "https://", "src=", "<link"} {
 		if strings.Contains(page, ext) {
