@@ -14,5 +14,7 @@
 // are retried by the next SyncAvailableSavedModels; malformed children and unreadable JSON are
 // logged and skipped instead of raising inside a watch; ephemeral nodes held by a stale session of
 // this process are taken over (on zkreal) instead of overwritten in place, where they would vanish
-// with that session.
+// with that session; a binding whose container has no service info yet is evaluated again as soon
+// as the service info appears (the reference waited for the next change of the bindings, so a
+// peer that wrote its binding first stayed out of the service map).
 package backend

@@ -20,17 +20,59 @@ func (b *ZKBackend) watchBindings(ctx context.Context, model string) error {
 	return err
 }
 
-// onBinding is the reference's _bind_callback: the service infos of the containers bound to each
-// sub-graph of model. A model no longer followed stops the watch.
+// onBinding is the binding watch's function: it records the children and evaluates them, unless
+// an evaluation of the same watch is running (it then evaluates them next).
 func (b *ZKBackend) onBinding(e *watchEntry, model string, children []string) bool {
+	b.mu.Lock()
+	e.model, e.latest, e.due = model, slices.Clone(children), true
+	b.mu.Unlock()
+	return b.runBinding(e)
+}
+
+// runBinding evaluates e's bindings until nothing is due, unless another goroutine is doing so. It
+// reports whether the watch goes on.
+func (b *ZKBackend) runBinding(e *watchEntry) bool {
+	b.mu.Lock()
+	if e.evaluating {
+		b.mu.Unlock()
+		return true
+	}
+	e.evaluating = true
+	for e.due && !e.stopped {
+		e.due = false
+		model, children := e.model, e.latest
+		b.mu.Unlock()
+		b.evaluateBinding(e, model, children)
+		b.mu.Lock()
+	}
+	e.evaluating = false
+	stopped := e.stopped
+	b.signalLocked()
+	b.mu.Unlock()
+	return !stopped
+}
+
+// evaluateBinding is the reference's _bind_callback: the service infos of the containers bound to
+// each sub-graph of model. A model no longer followed stops the watch.
+//
+// A binding whose container has no service info is left out, as in the reference, but the service
+// info is then watched and the bindings evaluated again when it appears: its writer may create it
+// after the binding (a Python agent re-reports it only every 60 s), and the reference left the
+// container out until the bindings changed again.
+func (b *ZKBackend) evaluateBinding(e *watchEntry, model string, children []string) {
 	b.mu.Lock()
 	if _, ok := b.svc[model]; !ok {
 		// Decided under the lock that guards the map, so a layout change that follows the model
 		// again starts a new watch instead of finding this one still active.
 		b.stopLocked(e)
+		w := e.w
 		b.mu.Unlock()
+		if w != nil {
+			w.Stop() // a re-evaluation, not the watch's own call, may be the one that stops it
+		}
+		b.awaitServiceInfos(model, nil)
 		b.log.Info(fmt.Sprintf("model %s no longer subscribed.", model))
-		return false
+		return
 	}
 	b.mu.Unlock()
 
@@ -52,14 +94,16 @@ func (b *ZKBackend) onBinding(e *watchEntry, model string, children []string) bo
 	}
 	reads := b.getNodes(ctx, paths)
 	binding := map[string][]ContainerServiceInfo{}
+	var missing []string
 	for i, bd := range binds {
 		r := reads[i]
 		switch {
 		case r.err != nil:
 			b.log.Error("reading a service info failed; binding update dropped", "model", model, "err", r.err)
-			return true
+			return
 		case !r.ok:
 			b.log.Error(fmt.Sprintf("no serivice info of %s", bd.child))
+			missing = append(missing, paths[i])
 			continue
 		}
 		info, err := DeserializeContainerServiceInfo(r.data)
@@ -74,7 +118,120 @@ func (b *ZKBackend) onBinding(e *watchEntry, model string, children []string) bo
 		b.svc[model] = binding
 	}
 	b.mu.Unlock()
-	return true
+	b.awaitServiceInfos(model, missing)
+}
+
+// serviceWait is a data watch on a service info that bindings of some models name but that did
+// not exist when they were read; when it appears, those models' bindings are evaluated again.
+type serviceWait struct {
+	path    string
+	w       zk.Watch
+	models  map[string]bool
+	stopped bool
+}
+
+// awaitServiceInfos makes model wait for exactly the service infos at paths (none: stop waiting).
+// A path no model waits for any more is no longer watched.
+func (b *ZKBackend) awaitServiceInfos(model string, paths []string) {
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
+	var stop []zk.Watch
+	var start []*serviceWait
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	for p, sw := range b.waits {
+		if !sw.models[model] || want[p] {
+			continue
+		}
+		delete(sw.models, model)
+		if len(sw.models) == 0 {
+			sw.stopped = true
+			delete(b.waits, p)
+			if sw.w != nil {
+				stop = append(stop, sw.w)
+			}
+		}
+	}
+	for p := range want {
+		if sw := b.waits[p]; sw != nil {
+			sw.models[model] = true
+			continue
+		}
+		sw := &serviceWait{path: p, models: map[string]bool{model: true}}
+		b.waits[p] = sw
+		start = append(start, sw)
+	}
+	b.mu.Unlock()
+	for _, w := range stop {
+		w.Stop()
+	}
+	for _, sw := range start {
+		b.startServiceWait(sw)
+	}
+}
+
+// startServiceWait sets sw's data watch. Its first call finds the node if it appeared since the
+// bindings were read.
+func (b *ZKBackend) startServiceWait(sw *serviceWait) {
+	w, err := b.client.DataWatch(sw.path, func(_ []byte, st *zk.Stat, _ *zk.WatchEvent) bool {
+		return b.onServiceInfo(sw, st != nil)
+	})
+	b.mu.Lock()
+	if err != nil {
+		if b.waits[sw.path] == sw {
+			delete(b.waits, sw.path)
+		}
+		sw.stopped = true
+		b.mu.Unlock()
+		if !errors.Is(err, zk.ErrClosed) {
+			// The next change of the bindings, or the next session, evaluates them again.
+			b.log.Warn("watching a missing service info failed", "path", sw.path, "err", err)
+		}
+		return
+	}
+	sw.w = w
+	stop := sw.stopped || b.closed
+	b.mu.Unlock()
+	if stop {
+		w.Stop()
+	}
+}
+
+// onServiceInfo is a serviceWait's watch function: once the node exists the waiting models'
+// bindings are evaluated again and the watch ends.
+func (b *ZKBackend) onServiceInfo(sw *serviceWait, exists bool) bool {
+	b.mu.Lock()
+	if sw.stopped || b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	if !exists {
+		b.mu.Unlock()
+		return true
+	}
+	sw.stopped = true
+	if b.waits[sw.path] == sw {
+		delete(b.waits, sw.path)
+	}
+	var due []*watchEntry
+	for m := range sw.models {
+		if e := b.watches[b.bindingWatchPath(m)]; e != nil && !e.stopped && e.model == m {
+			e.due = true
+			due = append(due, e)
+		}
+	}
+	b.mu.Unlock()
+	b.log.Info("a service info named by bindings appeared; evaluating them again", "path", sw.path)
+	for _, e := range due {
+		b.runBinding(e)
+	}
+	b.signal()
+	return false
 }
 
 // childrenWatch is the reference's _children_watch: one active watch per path; the path is
@@ -202,13 +359,27 @@ func (b *ZKBackend) settled(ctx context.Context) (bool, <-chan struct{}, error) 
 		if e.stopped {
 			continue
 		}
-		if e.running > 0 || !e.seen {
+		if e.running > 0 || !e.seen || e.evaluating || e.due {
 			b.mu.Unlock()
 			return false, wake, nil
 		}
 		views = append(views, view{e.path, e.missing, e.delivered})
 	}
+	waits := make([]string, 0, len(b.waits))
+	for p := range b.waits {
+		waits = append(waits, p)
+	}
 	b.mu.Unlock()
+	for _, p := range waits {
+		// A service info waited for exists: its watch is about to evaluate the bindings again.
+		st, err := b.client.Exists(ctx, p)
+		if err != nil {
+			return false, wake, err
+		}
+		if st != nil {
+			return false, wake, nil
+		}
+	}
 	for _, v := range views {
 		kids, err := b.client.Children(ctx, v.path)
 		missing := errors.Is(err, zk.ErrNoNode)

@@ -75,17 +75,18 @@ type ZKBackend struct {
 
 	mu      sync.Mutex
 	closed  bool
-	lost    bool                   // the session expired and no new one is announced yet
-	desired map[SavedModel]bool    // the models of the last SyncAvailableSavedModels
-	bound   map[SavedModel]bool    // the bindings this session has (cleared on LOST)
-	boundTo Container              // the container of the last SyncAvailableSavedModels
-	infos   map[Container][]byte   // service infos reported, serialized, for the restore
-	svc     ServiceMap             // model -> sub-graph -> service infos
-	watches map[string]*watchEntry // by path: the active watches
-	layouts map[*layoutState]bool  // the watched layouts
-	syncSet bool                   // SubscribeModel was called
-	syncMdl string                 // its model
-	changed chan struct{}          // closed and replaced when a watch callback ends (Settle)
+	lost    bool                    // the session expired and no new one is announced yet
+	desired map[SavedModel]bool     // the models of the last SyncAvailableSavedModels
+	bound   map[SavedModel]bool     // the bindings this session has (cleared on LOST)
+	boundTo Container               // the container of the last SyncAvailableSavedModels
+	infos   map[Container][]byte    // service infos reported, serialized, for the restore
+	svc     ServiceMap              // model -> sub-graph -> service infos
+	watches map[string]*watchEntry  // by path: the active watches
+	waits   map[string]*serviceWait // by path: service infos named by bindings but missing
+	layouts map[*layoutState]bool   // the watched layouts
+	syncSet bool                    // SubscribeModel was called
+	syncMdl string                  // its model
+	changed chan struct{}           // closed and replaced when a watch callback ends (Settle)
 }
 
 // watchEntry is a children watch of the backend and what its callback last saw.
@@ -97,6 +98,13 @@ type watchEntry struct {
 	seen      bool     // a callback has run to its end
 	missing   bool     // the node did not exist at the last callback
 	delivered []string // the children at the last callback
+
+	// A binding watch's evaluations run one at a time, whether the watch's own calls or the
+	// re-evaluations asked for when a missing service info appears (see runBinding).
+	model      string   // the model whose bindings these are
+	latest     []string // the children last delivered, for re-evaluations
+	evaluating bool     // an evaluation is running
+	due        bool     // the children or a named service info changed since it read them
 }
 
 // New builds a backend on an open client, which stays the caller's: Close leaves it open (and
@@ -127,7 +135,7 @@ func New(client zk.Client, cfg Config) (*ZKBackend, error) {
 		bzid: cfg.Bzid, client: client, log: cfg.Logger.With("component", "backend", "bzid", cfg.Bzid),
 		callTimeout: cfg.CallTimeout, restoreCh: make(chan struct{}, 1),
 		desired: map[SavedModel]bool{}, bound: map[SavedModel]bool{}, infos: map[Container][]byte{},
-		svc: ServiceMap{}, watches: map[string]*watchEntry{}, layouts: map[*layoutState]bool{},
+		svc: ServiceMap{}, watches: map[string]*watchEntry{}, waits: map[string]*serviceWait{}, layouts: map[*layoutState]bool{},
 		changed: make(chan struct{}),
 	}
 	if r, ok := client.(ephemeralRegistrar); ok {
@@ -180,6 +188,13 @@ func (b *ZKBackend) Close() error {
 		}
 	}
 	b.watches = map[string]*watchEntry{}
+	for _, sw := range b.waits {
+		sw.stopped = true
+		if sw.w != nil {
+			ws = append(ws, sw.w)
+		}
+	}
+	b.waits = map[string]*serviceWait{}
 	layouts := make([]*layoutState, 0, len(b.layouts))
 	for ls := range b.layouts {
 		layouts = append(layouts, ls)
