@@ -72,21 +72,35 @@ func fieldErr(field string, k errkind.Kind, format string, args ...any) error {
 func New(fields utilsspec.AgentConfig, opts Options) (*AgentConfig, error) {
 	o := opts.withDefaults()
 	c := &AgentConfig{AgentConfig: fields, env: o.Env}
-	if c.ZKServers != nil {
+	// Names that become ZooKeeper paths are checked before anything connects or starts: a bad one
+	// would otherwise fail later, far from the line that set it.
+	if c.Bzid != nil {
+		if err := ValidateZKNodeName(*c.Bzid); err != nil {
+			return nil, &fieldError{field: "bzid", err: err}
+		}
+	}
+	if c.ZKServers != nil && *c.ZKServers != "" {
+		if err := ValidateZKServers(*c.ZKServers); err != nil {
+			return nil, &fieldError{field: "zk_servers", err: err}
+		}
 		zk, err := UpdateZKServers(*c.ZKServers, IsIPv6Only(o.Env))
 		if err != nil {
 			return nil, &fieldError{field: "zk_servers", err: err}
 		}
 		c.ZKServers = &zk
 	}
+	if err := checkOneOf(&c.AgentConfig); err != nil {
+		return nil, err
+	}
 	if err := c.AgentConfig.Validate(); err != nil {
 		var fe *fieldspec.FieldError
 		errors.As(err, &fe) // the generated Validate names the field
 		field := ""
 		if fe != nil {
-			field = fe.Field
+			field, err = fe.Field, fe.Err // fieldError names the field itself
 		}
-		return nil, &fieldError{field: field, err: errkind.Wrap(errkind.Precondition, err)}
+		// checkOneOf took the one_of rules (the reference's assertions); what is left is min/max.
+		return nil, &fieldError{field: field, err: errkind.Wrap(errkind.Value, err)}
 	}
 	if c.StandAloneServing {
 		c.Deploy = DeployMixed
@@ -132,6 +146,30 @@ func New(fields utilsspec.AgentConfig, opts Options) (*AgentConfig, error) {
 	return c, nil
 }
 
+// checkOneOf is the generated Validate's one_of rule (the reference asserts it: kind Precondition)
+// with the value clipped in the message.
+func checkOneOf(c *utilsspec.AgentConfig) error {
+	for i := range utilsspec.AgentConfigFields {
+		f := &utilsspec.AgentConfigFields[i]
+		if len(f.OneOf) == 0 {
+			continue
+		}
+		v, _ := c.Get(f.Name)
+		s, ok := v.(string)
+		if !ok {
+			continue // unset
+		}
+		found := false
+		for _, w := range f.OneOf {
+			found = found || strings.EqualFold(s, w)
+		}
+		if !found {
+			return fieldErr(f.Name, errkind.Precondition, "%s is not one of %s", quote(s), strings.Join(f.OneOf, ", "))
+		}
+	}
+	return nil
+}
+
 // ReplicaIDFromEnv is the reference's replica id for agent versions above 1 (and zk_mirror's
 // tce_replica_id): int(REPLICA_ID), and where that is unset or -1, ReplicaIDFromPodName.
 func ReplicaIDFromEnv(env LookupEnv) (int, error) {
@@ -149,10 +187,13 @@ func envInt(env LookupEnv, key string, def int) (int, error) {
 	}
 	n, err := pyint.Atoi(v)
 	if err != nil {
-		return 0, errkind.New(errkind.Value, "environment variable %s=%q is not an integer", key, v)
+		return 0, errkind.New(errkind.Value, "environment variable %s=%s is not an integer", key, quote(v))
 	}
 	return n, nil
 }
+
+// maxPort is the largest TCP port.
+const maxPort = 65535
 
 // portFrom returns the port in env var key (when key is not empty and set), else a free port.
 func portFrom(o Options, key string) (*int, error) {
@@ -161,6 +202,9 @@ func portFrom(o Options, key string) (*int, error) {
 			p, err := envInt(o.Env, key, 0)
 			if err != nil {
 				return nil, err
+			}
+			if p < 0 || p > maxPort {
+				return nil, errkind.New(errkind.Value, "environment variable %s=%d is not a port (0..%d)", key, p, maxPort)
 			}
 			return &p, nil
 		}
@@ -346,7 +390,7 @@ func FromFile(path string, opts Options) (*AgentConfig, error) {
 	}
 	if len(conf.Ignored) > 0 {
 		ig := conf.Ignored[0]
-		return nil, errkind.New(errkind.Value, "%s:%d: %q: %s", ig.File, ig.Line, ig.Text, ig.Reason)
+		return nil, errkind.New(errkind.Value, "%s:%d: %s: %s", ig.File, ig.Line, quote(ig.Text), ig.Reason)
 	}
 	fields, err := LoadFields(conf, o)
 	if err != nil {
@@ -357,7 +401,7 @@ func FromFile(path string, opts Options) (*AgentConfig, error) {
 		var fe *fieldError
 		if errors.As(err, &fe) {
 			if e, ok := lookupEntry(conf, fe.field); ok {
-				return nil, fmt.Errorf("%s:%d: %s %q: %w", e.Files[0], e.Lines[0], e.Key, strings.Join(e.Values, ", "), fe.err)
+				return nil, fmt.Errorf("%s:%d: %s %s: %w", e.Files[0], e.Lines[0], e.Key, quote(strings.Join(e.Values, ", ")), fe.err)
 			}
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -381,30 +425,72 @@ func lookupEntry(conf *Conf, field string) (*Entry, bool) {
 }
 
 // LoadFields converts a parsed conf into AgentConfig fields (defaults for absent keys) without
-// completing them. Unknown keys are logged and ignored, as in the reference.
+// completing them. An unknown key is an error naming its file, line and value, with the known key
+// it is closest to (the reference ignores it, so a misspelt key silently kept its default there).
 func LoadFields(conf *Conf, opts Options) (utilsspec.AgentConfig, error) {
 	o := opts.withDefaults()
 	fields := utilsspec.DefaultAgentConfig()
+	if err := checkKeys(conf, o.Logger); err != nil {
+		return fields, err
+	}
 	raw := make(map[string]fieldspec.RawValue, len(conf.Entries))
 	for k, e := range conf.Entries {
 		raw[k] = fieldspec.RawValue{Key: k, Values: e.Values, File: e.Files[0], Line: e.Lines[0]}
 	}
-	used, err := fields.Load(raw, pyConverter{conf: conf})
-	if err != nil {
-		return fields, err
+	_, err := fields.Load(raw, pyConverter{conf: conf, log: o.Logger})
+	return fields, err
+}
+
+// checkKeys rejects keys AgentConfig does not read (legacy keys are accepted with a warning). The
+// error names the first unknown key in file order and counts the others.
+func checkKeys(conf *Conf, log *slog.Logger) error {
+	known := knownKeys()
+	isKnown := make(map[string]bool, len(known))
+	for _, k := range known {
+		isKnown[k] = true
 	}
+	var unknown []*Entry
 	for _, k := range conf.Keys {
-		if !used[k] {
-			e := conf.Entries[k]
-			o.Logger.Warn("agent conf: unknown key ignored", "file", e.Files[0], "line", e.Lines[0], "key", k)
+		e := conf.Entries[k]
+		switch why, legacy := legacyKeys[k]; {
+		case isKnown[k]:
+		case legacy:
+			log.Warn("agent conf: legacy key ignored", "file", e.Files[0], "line", e.Lines[0], "key", k, "why", why)
+		default:
+			unknown = append(unknown, e)
 		}
 	}
-	return fields, nil
+	if len(unknown) == 0 {
+		return nil
+	}
+	e := unknown[0]
+	msg := fmt.Sprintf("%s:%d: unknown key %s %s", e.Files[0], e.Lines[0], clip(e.Key), quote(e.Values[0]))
+	if s := suggestKey(e.Key, known); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	if n := len(unknown) - 1; n > 0 {
+		var more []string
+		for _, u := range unknown[1:min(len(unknown), 4)] {
+			more = append(more, fmt.Sprintf("%s at line %d", clip(u.Key), u.Lines[0]))
+		}
+		if n > len(more) {
+			more = append(more, "...")
+		}
+		msg += fmt.Sprintf("; %d more unknown (%s)", n, strings.Join(more, ", "))
+	}
+	return errkind.New(errkind.Value, "%s", msg)
 }
 
 // pyConverter gives conf values the meaning the reference's from_file gives them, but turns what the
 // reference logs and drops into errors naming file, line, key and value.
-type pyConverter struct{ conf *Conf }
+type pyConverter struct {
+	conf *Conf
+	log  *slog.Logger
+}
+
+// maxListValues is how many values of a repeated key the reference's conf_parser keeps: the first
+// occurrence sets a string, the second turns it into a list of two, later ones are dropped.
+const maxListValues = 2
 
 var (
 	trueWords  = map[string]bool{"true": true, "y": true, "t": true, "yes": true, "1": true}
@@ -415,15 +501,29 @@ func (p pyConverter) Convert(f *fieldspec.Field, raw fieldspec.RawValue) (any, e
 	e := p.conf.Entries[raw.Key]
 	where := func(i int) string { return fmt.Sprintf("%s:%d", e.Files[i], e.Lines[i]) }
 	bad := func(format string, args ...any) error {
-		return errkind.New(errkind.Value, "%s: %s %q: %s", where(0), raw.Key, raw.Values[0], fmt.Sprintf(format, args...))
+		return errkind.New(errkind.Value, "%s: %s %s: %s", where(0), raw.Key, quote(raw.Values[0]), clipReason(fmt.Sprintf(format, args...)))
 	}
 	if f.Type == fieldspec.StringList {
-		return append([]string(nil), raw.Values...), nil
+		n := min(len(raw.Values), maxListValues)
+		if len(raw.Values) > n {
+			// Matching the reference matters more than taking every line: a fleet of Python and Go
+			// agents must load the same sub-graphs from the same file.
+			var ignored []string
+			for i := n; i < len(raw.Values); i++ {
+				ignored = append(ignored, where(i))
+			}
+			p.log.Warn("agent conf: key repeated more than twice; only its first two values are used, as by the reference",
+				"key", raw.Key, "used", []string{clip(raw.Values[0]), clip(raw.Values[1])}, "kept_at", []string{where(0), where(1)}, "ignored_at", ignored)
+		}
+		return append([]string(nil), raw.Values[:n]...), nil
 	}
 	if len(raw.Values) > 1 {
 		var at []string
-		for i := range raw.Values {
-			at = append(at, fmt.Sprintf("%q at %s", raw.Values[i], where(i)))
+		for i := range min(len(raw.Values), 3) {
+			at = append(at, fmt.Sprintf("%s at %s", quote(raw.Values[i]), where(i)))
+		}
+		if len(raw.Values) > 3 {
+			at = append(at, "...")
 		}
 		return nil, errkind.New(errkind.Value, "%s: %s is set %d times (%s); it takes one value",
 			where(0), raw.Key, len(raw.Values), strings.Join(at, ", "))

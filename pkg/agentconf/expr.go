@@ -156,12 +156,20 @@ func parseNumber(lit string) (Number, error) {
 	if len(low) > 1 && low[0] == '0' && strings.Trim(low, "0") != "" {
 		return Number{}, fmt.Errorf("%q: leading zeros are not allowed in decimal integers", lit)
 	}
+	// Python 3.11+ refuses decimal literals longer than this (sys.get_int_max_str_digits()); the
+	// limit also keeps a multi-megabyte value from costing seconds of conversion.
+	if len(low) > maxIntDigits {
+		return Number{}, fmt.Errorf("exceeds the limit (%d digits) for integer string conversion: value has %d digits", maxIntDigits, len(low))
+	}
 	i, ok := new(big.Int).SetString(low, 10)
 	if !ok {
 		return Number{}, bad
 	}
 	return intNum(i), nil
 }
+
+// maxIntDigits is Python's default int_max_str_digits.
+const maxIntDigits = 4300
 
 func (p *exprParser) peek() string {
 	if p.pos < len(p.toks) {

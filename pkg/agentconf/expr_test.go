@@ -79,9 +79,10 @@ func TestEvalArithmeticRejects(t *testing.T) {
 		{"0xZZ", "not a number"},
 		{"True", "not allowed"},
 		{"1; 2", "not allowed"},
+		{strings.Repeat("9", 4301), "exceeds the limit (4300 digits)"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
+		t.Run(clip(tc.in), func(t *testing.T) {
 			_, err := EvalArithmetic(tc.in)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("EvalArithmetic(%q) = %v, want error containing %q", tc.in, err, tc.want)
@@ -91,6 +92,9 @@ func TestEvalArithmeticRejects(t *testing.T) {
 }
 
 func TestToIntRange(t *testing.T) {
+	if _, err := EvalArithmetic(strings.Repeat("9", 4300)); err != nil {
+		t.Fatalf("a 4300-digit literal (Python's limit) is a number: %v", err)
+	}
 	n, err := EvalArithmetic("2 ** 70")
 	if err != nil {
 		t.Fatal(err)

@@ -451,7 +451,7 @@ type AgentConfig struct {
 	ReplicaID *int
 	// stand_alone_serving: one TF Serving hosts every role (forces deploy_type mixed) (default False)
 	StandAloneServing bool
-	// zk_servers: ZooKeeper servers host:port,... (default None)
+	// zk_servers: ZooKeeper servers host:port,...[/chroot] (default None)
 	ZKServers *string
 	// proxy_port: proxy port (always a free port) (default None)
 	ProxyPort *int
@@ -517,7 +517,7 @@ type AgentConfig struct {
 	DCAware bool
 	// layout_pattern: layout path: absolute, or relative to /{bzid}/layouts/ (default None)
 	LayoutPattern *string
-	// layout_filters: filters of saved models under the layout (key repeated for several) (default None)
+	// layout_filters: filters of saved models under the layout (key repeated for several; only the first two lines count, as the reference's conf_parser keeps two) (default None)
 	LayoutFilters []string
 	// tfs_port_archon: unified archon port (PORT) (default None)
 	TFSPortArchon *int
@@ -586,7 +586,7 @@ var AgentConfigFields = []fieldspec.Field{
 	{Name: "deploy_type", GoName: "DeployType", Type: fieldspec.String, Optional: true, Default: "None", Aliases: []string{"server_type"}, OneOf: []string{"entry", "ps", "dense", "mixed", "unified"}, Doc: "ps, entry, dense, mixed or unified (required unless stand_alone_serving)"},
 	{Name: "replica_id", GoName: "ReplicaID", Type: fieldspec.Int, Optional: true, Default: "None", Env: []string{"REPLICA_ID", "MY_POD_NAME"}, Precedence: "derived", Expr: "arithmetic", Doc: "replica id; derived: md5 of MY_POD_NAME for agent v1, REPLICA_ID (else md5 of MY_POD_NAME) for v2+"},
 	{Name: "stand_alone_serving", GoName: "StandAloneServing", Type: fieldspec.Bool, Optional: false, Default: "False", Doc: "one TF Serving hosts every role (forces deploy_type mixed)"},
-	{Name: "zk_servers", GoName: "ZKServers", Type: fieldspec.String, Optional: true, Default: "None", Doc: "ZooKeeper servers host:port,..."},
+	{Name: "zk_servers", GoName: "ZKServers", Type: fieldspec.String, Optional: true, Default: "None", Doc: "ZooKeeper servers host:port,...[/chroot]"},
 	{Name: "proxy_port", GoName: "ProxyPort", Type: fieldspec.Int, Optional: true, Default: "None", Expr: "arithmetic", Doc: "proxy port (always a free port)"},
 	{Name: "tfs_entry_port", GoName: "TFSEntryPort", Type: fieldspec.Int, Optional: true, Default: "None", Env: []string{"PORT3"}, Precedence: "derived", Expr: "arithmetic", Doc: "entry gRPC port (PORT3 on entry/mixed)"},
 	{Name: "tfs_entry_http_port", GoName: "TFSEntryHTTPPort", Type: fieldspec.Int, Optional: true, Default: "None", Env: []string{"PORT4"}, Precedence: "derived", Expr: "arithmetic", Doc: "entry HTTP port (PORT4 on entry/mixed)"},
@@ -619,7 +619,7 @@ var AgentConfigFields = []fieldspec.Field{
 	{Name: "rough_sort_resource_constrained", GoName: "RoughSortResourceConstrained", Type: fieldspec.Bool, Optional: false, Default: "False", Doc: "load the rough sort model from base_path on entry"},
 	{Name: "dc_aware", GoName: "DCAware", Type: fieldspec.Bool, Optional: false, Default: "False", Doc: "add idc:cluster to ZooKeeper service paths"},
 	{Name: "layout_pattern", GoName: "LayoutPattern", Type: fieldspec.String, Optional: true, Default: "None", Doc: "layout path: absolute, or relative to /{bzid}/layouts/"},
-	{Name: "layout_filters", GoName: "LayoutFilters", Type: fieldspec.StringList, Optional: true, Default: "None", Doc: "filters of saved models under the layout (key repeated for several)"},
+	{Name: "layout_filters", GoName: "LayoutFilters", Type: fieldspec.StringList, Optional: true, Default: "None", Doc: "filters of saved models under the layout (key repeated for several; only the first two lines count, as the reference's conf_parser keeps two)"},
 	{Name: "tfs_port_archon", GoName: "TFSPortArchon", Type: fieldspec.Int, Optional: true, Default: "None", Env: []string{"PORT"}, Precedence: "derived", Expr: "arithmetic", Doc: "unified archon port (PORT)"},
 	{Name: "tfs_port_grpc", GoName: "TFSPortGRPC", Type: fieldspec.Int, Optional: true, Default: "None", Env: []string{"PORT3"}, Precedence: "derived", Expr: "arithmetic", Doc: "unified gRPC port (PORT3)"},
 	{Name: "tfs_port_http", GoName: "TFSPortHTTP", Type: fieldspec.Int, Optional: true, Default: "None", Env: []string{"PORT4"}, Precedence: "derived", Expr: "arithmetic", Doc: "unified HTTP port (PORT4)"},
@@ -1287,6 +1287,90 @@ func (c *AgentConfig) Validate() error {
 	}
 	if c.DeployType != nil && !strings.EqualFold(*c.DeployType, "entry") && !strings.EqualFold(*c.DeployType, "ps") && !strings.EqualFold(*c.DeployType, "dense") && !strings.EqualFold(*c.DeployType, "mixed") && !strings.EqualFold(*c.DeployType, "unified") {
 		return &fieldspec.FieldError{Field: "deploy_type", Err: fmt.Errorf("%q is not one of entry, ps, dense, mixed, unified", *c.DeployType)}
+	}
+	if c.ProxyPort != nil && float64(*c.ProxyPort) < 0 {
+		return &fieldspec.FieldError{Field: "proxy_port", Err: fmt.Errorf("%v is below the minimum 0", *c.ProxyPort)}
+	}
+	if c.ProxyPort != nil && float64(*c.ProxyPort) > 65535 {
+		return &fieldspec.FieldError{Field: "proxy_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.ProxyPort)}
+	}
+	if c.TFSEntryPort != nil && float64(*c.TFSEntryPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_entry_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSEntryPort)}
+	}
+	if c.TFSEntryPort != nil && float64(*c.TFSEntryPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_entry_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSEntryPort)}
+	}
+	if c.TFSEntryHTTPPort != nil && float64(*c.TFSEntryHTTPPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_entry_http_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSEntryHTTPPort)}
+	}
+	if c.TFSEntryHTTPPort != nil && float64(*c.TFSEntryHTTPPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_entry_http_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSEntryHTTPPort)}
+	}
+	if c.TFSEntryArchonPort != nil && float64(*c.TFSEntryArchonPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_entry_archon_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSEntryArchonPort)}
+	}
+	if c.TFSEntryArchonPort != nil && float64(*c.TFSEntryArchonPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_entry_archon_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSEntryArchonPort)}
+	}
+	if c.TFSPSPort != nil && float64(*c.TFSPSPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_ps_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSPSPort)}
+	}
+	if c.TFSPSPort != nil && float64(*c.TFSPSPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_ps_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSPSPort)}
+	}
+	if c.TFSPSHTTPPort != nil && float64(*c.TFSPSHTTPPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_ps_http_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSPSHTTPPort)}
+	}
+	if c.TFSPSHTTPPort != nil && float64(*c.TFSPSHTTPPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_ps_http_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSPSHTTPPort)}
+	}
+	if c.TFSPSArchonPort != nil && float64(*c.TFSPSArchonPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_ps_archon_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSPSArchonPort)}
+	}
+	if c.TFSPSArchonPort != nil && float64(*c.TFSPSArchonPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_ps_archon_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSPSArchonPort)}
+	}
+	if c.TFSDensePort != nil && float64(*c.TFSDensePort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_dense_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSDensePort)}
+	}
+	if c.TFSDensePort != nil && float64(*c.TFSDensePort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_dense_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSDensePort)}
+	}
+	if c.TFSDenseHTTPPort != nil && float64(*c.TFSDenseHTTPPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_dense_http_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSDenseHTTPPort)}
+	}
+	if c.TFSDenseHTTPPort != nil && float64(*c.TFSDenseHTTPPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_dense_http_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSDenseHTTPPort)}
+	}
+	if c.TFSDenseArchonPort != nil && float64(*c.TFSDenseArchonPort) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_dense_archon_port", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSDenseArchonPort)}
+	}
+	if c.TFSDenseArchonPort != nil && float64(*c.TFSDenseArchonPort) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_dense_archon_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSDenseArchonPort)}
+	}
+	if c.AgentPort != nil && float64(*c.AgentPort) < 0 {
+		return &fieldspec.FieldError{Field: "agent_port", Err: fmt.Errorf("%v is below the minimum 0", *c.AgentPort)}
+	}
+	if c.AgentPort != nil && float64(*c.AgentPort) > 65535 {
+		return &fieldspec.FieldError{Field: "agent_port", Err: fmt.Errorf("%v is above the maximum 65535", *c.AgentPort)}
+	}
+	if c.TFSPortArchon != nil && float64(*c.TFSPortArchon) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_port_archon", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSPortArchon)}
+	}
+	if c.TFSPortArchon != nil && float64(*c.TFSPortArchon) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_port_archon", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSPortArchon)}
+	}
+	if c.TFSPortGRPC != nil && float64(*c.TFSPortGRPC) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_port_grpc", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSPortGRPC)}
+	}
+	if c.TFSPortGRPC != nil && float64(*c.TFSPortGRPC) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_port_grpc", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSPortGRPC)}
+	}
+	if c.TFSPortHTTP != nil && float64(*c.TFSPortHTTP) < 0 {
+		return &fieldspec.FieldError{Field: "tfs_port_http", Err: fmt.Errorf("%v is below the minimum 0", *c.TFSPortHTTP)}
+	}
+	if c.TFSPortHTTP != nil && float64(*c.TFSPortHTTP) > 65535 {
+		return &fieldspec.FieldError{Field: "tfs_port_http", Err: fmt.Errorf("%v is above the maximum 65535", *c.TFSPortHTTP)}
 	}
 	return nil
 }

@@ -16,9 +16,11 @@ import (
 func TestGoldenAgentConfig(t *testing.T) {
 	runGolden(t, "parity/goldens/go/agent_service/utils/agent_config", impl.GoldenAgentConfig, []string{
 		"bad_number",
+		"layout_filters_repeat3",
 		"ps_v2_shard1",
 		"repo_mixed_v1",
 		"unified_v3_dc",
+		"unknown_key_typo",
 	})
 }
 
