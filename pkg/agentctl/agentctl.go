@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -29,6 +28,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentctl/fnmatch"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/pathutil"
 )
 
@@ -85,26 +85,17 @@ func FindModelName(exportBase string) (name string, found bool, err error) {
 	return "", false, nil
 }
 
-// latestVersion returns the name of the greatest numeric subdirectory of dir.
+// latestVersion returns the name of the greatest version directory of dir (modelconfig's
+// reading of versions, the one the agent uses for latest_once).
 func latestVersion(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", fileErr("list versions", err)
+	v, err := modelconfig.LatestVersion(dir)
+	switch {
+	case errors.Is(err, modelconfig.ErrNoVersion):
+		return "", errkind.Wrap(errkind.NotFound, fmt.Errorf("agentctl: %w", err))
+	case err != nil:
+		return "", fileErr("read versions", err)
 	}
-	best, bestN := "", int64(-1)
-	for _, e := range entries {
-		n, err := strconv.ParseInt(e.Name(), 10, 64)
-		if err != nil || n < 0 || !isDir(dir, e) {
-			continue // not a version (e.g. an exporter's temp-... directory)
-		}
-		if n > bestN {
-			best, bestN = e.Name(), n
-		}
-	}
-	if best == "" {
-		return "", errkind.New(errkind.NotFound, "agentctl: no version directory in %s", dir)
-	}
-	return best, nil
+	return v.Name, nil
 }
 
 func isDir(dir string, e fs.DirEntry) bool {

@@ -47,7 +47,8 @@ func (v VersionData) Versions() []int64 {
 
 // ModelConfig returns the config of one model (the reference's gen_model_config). The platform is
 // "tensorflow". latest_once is rejected (kind Attribute): neither TF Serving 2.4 nor the
-// reference's protos define it, so there is no field number to send.
+// reference's protos define it, so there is no field number to send; agent v3 resolves it to a
+// specific version (LatestVersion) before calling this.
 func ModelConfig(name, basePath, policy string, data VersionData, labels map[string]int64) (*servingconfig.ModelConfig, error) {
 	mc := &servingconfig.ModelConfig{Name: name, BasePath: basePath, ModelPlatform: "tensorflow"}
 	vp := &storagepath.FileSystemStoragePathSourceConfig_ServableVersionPolicy{}

@@ -15,10 +15,13 @@
 // conditions are evaluated by a small safe evaluator instead of Python's eval; the config file is
 // created with os.CreateTemp (not the racy tempfile.mktemp) and replaced atomically, and removed
 // on Stop; the new config is also pushed to TF Serving instead of waiting for its next 60 s poll;
-// a layout that cannot be applied entirely (a filter error, a deploy config without a version
-// policy) leaves the previous config in place and is reported, as the reference's exception did,
-// but in the status endpoint too; stopping is driven by a context instead of signal handlers
-// installed by the constructor, and the agent does not SIGKILL its own process.
+// a layout a filter fails on leaves the previous config in place and is reported, as the
+// reference's exception did, but in the status endpoint too, while a saved model whose deploy
+// config cannot be applied (no or an unknown version policy) is skipped, or keeps its previous
+// config, and the rest of the layout loads; latest_once, which TF Serving does not know (the
+// reference crashed on it), serves the newest version present when the agent first sees the
+// model, for the agent's life, waiting until one exists; stopping is driven by a context instead
+// of signal handlers installed by the constructor, and the agent does not SIGKILL its own process.
 package agentv3
 
 import (
@@ -36,6 +39,7 @@ import (
 	"google.golang.org/grpc"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
+	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	agentbase "github.com/monolith-go/monolith/pkg/agent/base"
 	"github.com/monolith-go/monolith/pkg/agent/filter"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
@@ -62,6 +66,9 @@ const (
 	DefaultReloadBackoff       = 100 * time.Millisecond
 	DefaultReloadBackoffMax    = 10 * time.Second
 	DefaultCallTimeout         = 10 * time.Second
+	// DefaultLatestOnceRecheckInterval is how often a latest_once saved model without a version
+	// yet is looked for again.
+	DefaultLatestOnceRecheckInterval = 5 * time.Second
 	// EmptyModelConfig is the config file's content before the first layout: no model
 	// (gen_empty_model_config_file).
 	EmptyModelConfig = "model_config_list {}"
@@ -102,6 +109,10 @@ type Options struct {
 	TFSStopGrace, ServiceStopGrace time.Duration
 	ReloadTimeout, ReloadBackoff   time.Duration
 	ReloadBackoffMax, CallTimeout  time.Duration
+	// LatestOnceRecheckInterval is how often the layout is applied again while a latest_once
+	// saved model has no version under its base path yet (only such models' directories are
+	// listed again; the rest is unchanged).
+	LatestOnceRecheckInterval time.Duration
 	// Metrics receive the agent's metrics (nil: none).
 	Metrics *agentstatus.Metrics
 	// Logger receives the agent's log (slog.Default() when nil).
@@ -124,6 +135,7 @@ func (o *Options) defaults() {
 	set(&o.ReloadBackoff, DefaultReloadBackoff)
 	set(&o.ReloadBackoffMax, DefaultReloadBackoffMax)
 	set(&o.CallTimeout, DefaultCallTimeout)
+	set(&o.LatestOnceRecheckInterval, DefaultLatestOnceRecheckInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -147,6 +159,16 @@ type Agent struct {
 	syncMu   sync.Mutex    // one sync at a time: a status read and its binding write are one step
 	syncWake chan struct{} // a layout change: sync now
 	stopping chan struct{} // closed when Stop begins
+
+	// layoutMu serializes applying layouts (the ZooKeeper callback and the latest_once re-check)
+	// and guards the fields up to the next blank line.
+	layoutMu    sync.Mutex
+	entries     []backend.LayoutEntry // the last layout delivered
+	haveEntries bool
+	waiting     int                                   // latest_once saved models of the applied layout without a version yet
+	skipped     map[string]string                     // saved model -> why its deploy config is not applied
+	lastConfigs map[string]*servingconfig.ModelConfig // the config TF Serving was last given, by name
+	pins        latestOncePins
 
 	mu        sync.Mutex
 	started   bool
@@ -434,6 +456,7 @@ func (a *Agent) start(ctx context.Context) error {
 	// The first report is made here so the service info exists once Start returns.
 	a.reportServiceInfo(ctx)
 	a.every(bg, a.opts.ReportInterval, a.reportServiceInfo)
+	a.every(bg, a.opts.LatestOnceRecheckInterval, func(context.Context) { a.recheckLatestOnce() })
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.syncLoop(bg) }()
 	if err := be.RegisterLayoutCallback(ctx, a.layoutPath, a.LayoutUpdate); err != nil {

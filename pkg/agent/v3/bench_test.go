@@ -34,7 +34,7 @@ func BenchmarkBuildModelServerConfig(b *testing.B) {
 	entries := layoutOf(1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		cfg, _, err := BuildModelServerConfig(fs, entries)
+		cfg, _, err := BuildModelServerConfig(fs, entries, BuildOptions{Bzid: "gip"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,10 +16,12 @@ import (
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/agent/filter"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/pytext"
 	"github.com/monolith-go/monolith/pkg/tfs"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -30,15 +34,26 @@ func entry(model, sub string, base, policy *string) backend.LayoutEntry {
 }
 
 func TestBuildModelServerConfig(t *testing.T) {
-	latest, specific, all, bogus := ptr("latest"), ptr("SPECIFIC"), ptr("all"), ptr("newest")
+	latest, specific, all, bogus, once := ptr("latest"), ptr("SPECIFIC"), ptr("all"), ptr("newest"), ptr("latest_once")
+	// pinned resolves latest_once to version 7 under /v, and to none yet elsewhere.
+	pinned := func(_, base string) (int64, error) {
+		if base == "/v" {
+			return 7, nil
+		}
+		return 0, fmt.Errorf("%w in %s", modelconfig.ErrNoVersion, base)
+	}
+	prevPS1 := &servingconfig.ModelConfig{Name: "m:ps_1", BasePath: "/old"}
 	tests := []struct {
 		name     string
 		filters  []string
 		shard    filter.Params
 		entries  []backend.LayoutEntry
-		want     string   // the config file's text
-		wantN    []string // or only the names of its models
-		wantKind errkind.Kind
+		previous map[string]*servingconfig.ModelConfig
+		want     string            // the config file's text
+		wantN    []string          // or only the names of its models
+		wantErrs map[string]string // saved model -> what its Decision.Err contains
+		waiting  []string          // saved models whose Decision is Waiting
+		wantKind errkind.Kind      // of the layout's error
 	}{
 		{name: "empty layout", want: "model_config_list {\n}\n"},
 		{name: "no filters: everything, in layout order",
@@ -58,10 +73,31 @@ func TestBuildModelServerConfig(t *testing.T) {
 		{name: "a filter failing on a sub graph fails the layout", filters: []string{"ps_{i}; 1 // (i - 1)"},
 			entries:  []backend.LayoutEntry{entry("m", "ps_0", ptr("/0"), latest), entry("m", "ps_1", ptr("/1"), latest)},
 			wantKind: errkind.Value},
-		{name: "no version policy", entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), nil)}, wantKind: errkind.Attribute},
-		{name: "unknown version policy", entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), bogus)}, wantKind: errkind.Value},
+		{name: "no version policy: skipped, the rest loads",
+			entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), nil), entry("m", "ps_0", ptr("/0"), latest)},
+			wantN:   []string{"m:ps_0"}, wantErrs: map[string]string{"m:entry": "saved model m:entry (/gip/saved_models/m/entry): deploy config has no version_policy"}},
+		{name: "unknown version policy: skipped, the rest loads",
+			entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), latest), entry("m", "ps_0", ptr("/0"), bogus)},
+			wantN:   []string{"m:entry"}, wantErrs: map[string]string{"m:ps_0": `saved model m:ps_0 (/gip/saved_models/m/ps_0): version_policy "newest": newest is not allowed!`}},
+		{name: "a bad deploy config keeps the model's previous config",
+			entries:  []backend.LayoutEntry{entry("m", "entry", ptr("/e"), latest), entry("m", "ps_1", ptr("/1"), bogus)},
+			previous: map[string]*servingconfig.ModelConfig{"m:ps_1": prevPS1},
+			wantN:    []string{"m:entry", "m:ps_1"}, wantErrs: map[string]string{"m:ps_1": "newest is not allowed"}},
 		{name: "a model the filters reject needs no policy", filters: []string{"entry; True"},
 			entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), latest), entry("m", "ps_0", nil, nil)}, wantN: []string{"m:entry"}},
+		{name: "latest_once: the pinned version, as specific",
+			entries: []backend.LayoutEntry{entry("m", "ps_0", ptr("/v"), once)},
+			want:    "model_config_list {\n  config {\n    name: \"m:ps_0\"\n    base_path: \"/v\"\n    model_platform: \"tensorflow\"\n    model_version_policy {\n      specific {\n        versions: 7\n      }\n    }\n  }\n}\n"},
+		{name: "latest_once without a version yet waits",
+			entries: []backend.LayoutEntry{entry("m", "entry", ptr("/e"), latest), entry("m", "ps_0", ptr("/none"), once)},
+			wantN:   []string{"m:entry"}, waiting: []string{"m:ps_0"},
+			wantErrs: map[string]string{"m:ps_0": "saved model m:ps_0 (/gip/saved_models/m/ps_0): version_policy latest_once: no version directory in /none"}},
+		{name: "latest_once without a base path is bad",
+			entries: []backend.LayoutEntry{entry("m", "ps_0", nil, once)}, wantN: []string{},
+			wantErrs: map[string]string{"m:ps_0": "no model_base_path"}},
+		{name: "latest_once on a remote path is bad",
+			entries: []backend.LayoutEntry{entry("m", "ps_0", ptr("hdfs://ns/m/ps_0"), once)}, wantN: []string{},
+			wantErrs: map[string]string{"m:ps_0": "not a local path"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,7 +105,7 @@ func TestBuildModelServerConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, decisions, err := BuildModelServerConfig(fs, tc.entries)
+			cfg, decisions, err := BuildModelServerConfig(fs, tc.entries, BuildOptions{Bzid: "gip", LatestOnce: pinned, Previous: tc.previous})
 			if tc.wantKind != errkind.Unknown {
 				if err == nil || errkind.Of(err) != tc.wantKind {
 					t.Fatalf("err = %v (kind %v), want kind %v", err, errkind.Of(err), tc.wantKind)
@@ -87,7 +123,23 @@ func TestBuildModelServerConfig(t *testing.T) {
 				t.Errorf("config:\n%s\nwant:\n%s", got, tc.want)
 			}
 			if len(decisions) != len(tc.entries) {
-				t.Errorf("%d decisions for %d entries", len(decisions), len(tc.entries))
+				t.Fatalf("%d decisions for %d entries", len(decisions), len(tc.entries))
+			}
+			for _, d := range decisions {
+				name := d.Entry.SavedModel.String()
+				want, bad := tc.wantErrs[name]
+				switch {
+				case bad && (d.Err == nil || !strings.Contains(d.Err.Error(), want)):
+					t.Errorf("%s: err %v, want it to contain %q", name, d.Err, want)
+				case !bad && d.Err != nil:
+					t.Errorf("%s: unexpected err %v", name, d.Err)
+				}
+				if w := slices.Contains(tc.waiting, name); d.Waiting != w {
+					t.Errorf("%s: waiting %v, want %v", name, d.Waiting, w)
+				}
+				if name == "m:ps_1" && tc.previous != nil && d.Config != prevPS1 {
+					t.Errorf("m:ps_1: config %v, want the previous one", d.Config)
+				}
 			}
 		})
 	}
@@ -217,15 +269,14 @@ func TestLayoutFilters(t *testing.T) {
 	}
 }
 
-// TestLayoutNotApplied: a layout the agent cannot apply leaves the previous config in place and
-// says why in the status; the next good layout is applied.
+// TestLayoutNotApplied: a layout the agent cannot apply (a filter fails on a sub graph) leaves
+// the previous config in place and says why in the status; the next good layout is applied.
 func TestLayoutNotApplied(t *testing.T) {
 	leakcheck.Check(t)
 	m := agentstatus.NewMetrics()
 	a, ctl := fakeAgent(t, nil, func(f *utilsspec.AgentConfig) { f.LayoutFilters = []string{"ps_{i}; 10 // i"} },
 		func(o *Options) { o.Metrics = m })
 	declare(t, ctl, "m", ptr("latest"), "ps_0", "ps_1", "ps_2")
-	declare(t, ctl, "m", nil, "ps_3")
 	publish(t, ctl, "m", "ps_1", "ps_2")
 	settle(t, a)
 	good := []string{"m:ps_1", "m:ps_2"}
@@ -234,32 +285,104 @@ func TestLayoutNotApplied(t *testing.T) {
 	}
 	before, _ := a.TFS().ModelConfigText()
 
-	for _, bad := range []struct{ sub, wantErr string }{
-		{"ps_0", "integer division or modulo by zero"}, // the filter fails on ps_0
-		{"ps_3", "no version_policy"},                  // accepted, but its deploy config has no policy
-	} {
-		publish(t, ctl, "m", bad.sub)
-		settle(t, a)
-		if now, _ := a.TFS().ModelConfigText(); now != before {
-			t.Errorf("%s: config changed to\n%s", bad.sub, now)
-		}
-		rep := a.Status(context.Background())
-		if !strings.Contains(rep.Layout.Error, bad.wantErr) {
-			t.Errorf("%s: layout error %q, want it to contain %q", bad.sub, rep.Layout.Error, bad.wantErr)
-		}
-		if err := ctl.Delete(context.Background(), "/gip/layout/m:"+bad.sub, zk.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		settle(t, a)
-		if rep := a.Status(context.Background()); rep.Layout.Error != "" {
-			t.Errorf("error stays after the layout is fixed: %s", rep.Layout.Error)
-		}
+	publish(t, ctl, "m", "ps_0") // the filter fails on ps_0
+	settle(t, a)
+	if now, _ := a.TFS().ModelConfigText(); now != before {
+		t.Errorf("config changed to\n%s", now)
+	}
+	const wantErr = "integer division or modulo by zero"
+	if rep := a.Status(context.Background()); !strings.Contains(rep.Layout.Error, wantErr) {
+		t.Errorf("layout error %q, want it to contain %q", rep.Layout.Error, wantErr)
+	}
+	if err := ctl.Delete(context.Background(), "/gip/layout/m:ps_0", zk.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, a)
+	if rep := a.Status(context.Background()); rep.Layout.Error != "" {
+		t.Errorf("error stays after the layout is fixed: %s", rep.Layout.Error)
 	}
 	body := scrape(t, m)
-	for _, want := range []string{`monolith_agent_layout_updates_total{result="error"} 2`, `monolith_agent_layout_updates_total{result="unchanged"} 2`} {
+	for _, want := range []string{`monolith_agent_layout_updates_total{result="error"} 1`, `monolith_agent_layout_updates_total{result="unchanged"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestBadSavedModelSkipped: a saved model whose deploy config has no version policy or an unknown
+// one is skipped, with an error naming its node and the bad value in the status, the log and the
+// metrics, and the rest of the layout loads, new models included; fixing it loads it. (It used to
+// fail the whole layout, so no new model loaded until the bad node was removed.)
+func TestBadSavedModelSkipped(t *testing.T) {
+	leakcheck.Check(t)
+	m := agentstatus.NewMetrics()
+	var logs syncbuf.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	a, ctl := fakeAgent(t, nil, nil, func(o *Options) { o.Metrics, o.Logger = m, logger })
+	declare(t, ctl, "m", ptr("latest"), "entry", "ps_2", "ps_3")
+	declare(t, ctl, "m", nil, "ps_0")
+	declare(t, ctl, "m", ptr("newest"), "ps_1")
+	publish(t, ctl, "m", "entry", "ps_0", "ps_1", "ps_2")
+	settle(t, a)
+	loaded := func(want ...string) {
+		t.Helper()
+		if got, _ := a.TFS().ListSavedModels(); !slices.Equal(got, want) {
+			t.Errorf("loaded %v, want %v", got, want)
+		}
+	}
+	loaded("m:entry", "m:ps_2")
+	entryErrors := func() map[string]string {
+		rep := a.Status(context.Background())
+		if rep.Layout.Error != "" {
+			t.Errorf("layout error %q: the layout should apply without the bad entries", rep.Layout.Error)
+		}
+		out := map[string]string{}
+		for _, e := range rep.Layout.Entries {
+			if e.Error != "" {
+				out[e.SavedModel] = e.Error
+			}
+		}
+		return out
+	}
+	want := map[string]string{
+		"m:ps_0": "saved model m:ps_0 (/gip/saved_models/m/ps_0): deploy config has no version_policy",
+		"m:ps_1": `saved model m:ps_1 (/gip/saved_models/m/ps_1): version_policy "newest": newest is not allowed!`,
+	}
+	if got := entryErrors(); !maps.Equal(got, want) {
+		t.Errorf("entry errors %v, want %v", got, want)
+	}
+	if body := scrape(t, m); !strings.Contains(body, "monolith_agent_layout_entries_skipped_total 2\n") {
+		t.Errorf("metrics lack layout_entries_skipped_total 2:\n%s", body)
+	}
+	for _, w := range []string{`"level":"ERROR"`, `"node":"/gip/saved_models/m/ps_1"`, `"version_policy":"newest"`, `"node":"/gip/saved_models/m/ps_0"`} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log lacks %s:\n%s", w, logs.String())
+		}
+	}
+
+	// The layout is not frozen: a new model loads, and the bad ones are not counted again.
+	publish(t, ctl, "m", "ps_3")
+	settle(t, a)
+	loaded("m:entry", "m:ps_2", "m:ps_3")
+	if body := scrape(t, m); !strings.Contains(body, "monolith_agent_layout_entries_skipped_total 2\n") {
+		t.Errorf("skips counted again on an unrelated change:\n%s", body)
+	}
+
+	// Fixing a deploy config loads its model and clears its error.
+	declare(t, ctl, "m", ptr("latest"), "ps_1")
+	settle(t, a)
+	loaded("m:entry", "m:ps_1", "m:ps_2", "m:ps_3")
+	delete(want, "m:ps_1")
+	if got := entryErrors(); !maps.Equal(got, want) {
+		t.Errorf("entry errors %v, want %v", got, want)
+	}
+
+	// Breaking the deploy config of a served model keeps it served (its previous config stays).
+	declare(t, ctl, "m", ptr("lastest"), "ps_1")
+	settle(t, a)
+	loaded("m:entry", "m:ps_1", "m:ps_2", "m:ps_3")
+	if got := entryErrors()["m:ps_1"]; !strings.Contains(got, `version_policy "lastest"`) {
+		t.Errorf("m:ps_1's error %q", got)
 	}
 }
 
