@@ -22,5 +22,7 @@
 // listener never blocks; re-registration happens once per new session instead of every 10 s
 // forever; the reconciliation never overwrites fresher watch news and re-creates own missing nodes
 // with their real data; replicas are listed in ZooKeeper creation order; a node's NONE delivery
-// (its state read again on a new session) is taken as current.
+// (its state read again on a new session) is taken as current; a re-registration keeps the stat
+// last written (not UNKNOWN), and the watcher keeps this process's own replicas in its answers
+// while they are registered again on a new session.
 package replica

@@ -35,7 +35,9 @@ type ManagerOptions struct {
 // Manager is the reference's ReplicaManager: it registers and updates this host's replicas
 // (Updater), watches everybody's (Watcher), and follows the ZooKeeper connection: on LOST the
 // status updates and the reconciliation pause; on CONNECTED after LOST the replicas are
-// registered again on the new session, then both resume. The connection listener never blocks:
+// registered again on the new session, with the stat they had, then both resume. Meanwhile the
+// watcher keeps this host's replicas in its answers (they are served all along; the reference
+// dropped them, then listed them UNKNOWN until the next status update). The connection listener never blocks:
 // it hands the re-registration to the Manager's goroutine (the reference slept 5 s inside it,
 // stalling every ZooKeeper callback).
 type Manager struct {
@@ -162,6 +164,7 @@ func (m *Manager) onState(s zk.State) {
 		m.hasLost = true
 		m.mu.Unlock()
 		m.watcher.setPollPaused(true)
+		m.watcher.holdOwn(m.updater.Paths())
 		m.updater.setPaused(true)
 	case zk.StateConnected:
 		m.mu.Lock()
@@ -239,6 +242,7 @@ func (m *Manager) reregister(ctx context.Context) {
 	}
 	m.updater.setPaused(false)
 	m.updater.kickUpdate()
+	m.watcher.releaseOwn()
 	m.watcher.setPollPaused(false)
 }
 

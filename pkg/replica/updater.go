@@ -254,7 +254,9 @@ func port(p *int, name string) (int, error) {
 // entry:0 (a sequence node when the replica id is -1, which then becomes the assigned number), one
 // node per PS task of this shard, the dense node when dense runs alone. Each node is ephemeral, its
 // parents created as needed; a node that exists already is rewritten when its data differs. The
-// status updates set the real stat afterwards.
+// status updates set the real stat afterwards. Registering again (on a new session) keeps the stat
+// last written instead of UNKNOWN: the reference's re-registration made a serving replica UNKNOWN
+// until its next status update.
 func (u *Updater) Register(ctx context.Context) error {
 	c := u.conf
 	// Every node holds the same host addresses: resolve them once, not once per node.
@@ -306,10 +308,15 @@ func (u *Updater) Register(ctx context.Context) error {
 
 // register is the reference's _do_register for one node.
 func (u *Updater) register(ctx context.Context, path string, meta datadef.ReplicaMeta, entry bool) error {
-	data := meta.Serialize()
 	unlock := u.lockNode(path)
 	defer unlock()
 	u.mu.Lock()
+	if prev, ok := u.meta[path]; ok {
+		// Registered again (a new session): the replica keeps the stat last written, so a replica
+		// that serves does not turn UNKNOWN until the next status update.
+		meta.Stat = prev.Stat
+	}
+	data := meta.Serialize()
 	u.meta[path] = meta
 	sequence := entry && u.replicaID == -1
 	u.mu.Unlock()

@@ -91,7 +91,12 @@ type Watcher struct {
 	slots      map[string]*slot
 	touched    map[string]struct{} // cache keys changed by watches while a reconciliation reads
 	pollPaused bool                // the reference's _should_poll == False
-	cancel     context.CancelFunc
+	// While this process registers its replicas again on a new session (holdOwn), the vanishing
+	// of their nodes is not passed on to the answers: holding lists them, held those kept in the
+	// cache while their node was missing (releaseOwn settles them).
+	holding map[string]bool
+	held    map[string]bool
+	cancel  context.CancelFunc
 
 	reconcileMu sync.Mutex
 	wg          sync.WaitGroup
@@ -205,6 +210,7 @@ func (w *Watcher) Stop() {
 	w.slots = map[string]*slot{}
 	w.cache.clear()
 	w.touched = nil
+	w.holding, w.held = nil, nil
 	cancel := w.cancel
 	w.mu.Unlock()
 
@@ -221,6 +227,37 @@ func (w *Watcher) setPollPaused(p bool) {
 	w.mu.Lock()
 	w.pollPaused = p
 	w.mu.Unlock()
+}
+
+// holdOwn keeps the replicas at paths (this process's own) in the answers while their nodes are
+// missing, until releaseOwn: the Manager calls it when the session is lost, as the nodes go with
+// it and come back only once they are registered on the new session. The processes serving
+// them have not stopped, so the answers (GetReplicas) keep them rather than dropping them for the
+// few milliseconds between the new session's watch deliveries and the re-registration.
+func (w *Watcher) holdOwn(paths []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holding = make(map[string]bool, len(paths))
+	for _, p := range paths {
+		w.holding[p] = true
+	}
+}
+
+// releaseOwn ends holdOwn once the replicas are registered again. A replica kept while its node
+// was missing and not seen since is looked at again: a data watch is set on its node, which puts
+// it back in the cache, or removes it if the node is still missing.
+func (w *Watcher) releaseOwn() {
+	w.mu.Lock()
+	gen, held := w.gen, w.held
+	w.holding, w.held = nil, nil
+	w.mu.Unlock()
+	for p := range held {
+		if s, ok := w.reserve(gen, p); ok {
+			if err := w.startData(gen, p, s); err != nil && w.current(gen) && !errors.Is(err, zk.ErrClosed) {
+				w.log.Warn("watching an own replica again failed", "path", p, "err", err)
+			}
+		}
+	}
 }
 
 // reserve claims path for a new watch; false when it is watched already or the run is over.
@@ -347,7 +384,15 @@ func (w *Watcher) onData(gen uint64, path, task, key string, s *slot, data []byt
 	w.touchLocked(task + "/" + key)
 	switch {
 	case st == nil:
-		w.cache.remove(task, key)
+		if _, cached := w.cache.get(task, key); cached && w.holding[path] {
+			// An own replica being registered again: it stays as it was (see holdOwn).
+			if w.held == nil {
+				w.held = map[string]bool{}
+			}
+			w.held[path] = true
+		} else {
+			w.cache.remove(task, key)
+		}
 		delete(w.slots, path)
 		w.mu.Unlock()
 		w.recheck(gen, path)
@@ -357,6 +402,7 @@ func (w *Watcher) onData(gen uint64, path, task, key string, s *slot, data []byt
 	default:
 		w.cache.put(task, key, meta, st.Czxid)
 	}
+	delete(w.held, path)
 	w.mu.Unlock()
 	if decodeErr != nil {
 		w.log.Warn("unreadable replica node", "path", path, "err", decodeErr)
