@@ -12,6 +12,7 @@ import (
 	"time"
 
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
+	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
 	"github.com/monolith-go/monolith/pkg/agent/v3/inproc"
 	"github.com/monolith-go/monolith/pkg/agentconf"
@@ -44,7 +45,7 @@ var demoSubGraphs = []string{"entry", "ps_0", "ps_1", "ps_2", "ps_3"}
 
 // runDemo runs agent v3 on the built-in example.conf against an in-process ZooKeeper holding a
 // demo model and an in-process fake TF Serving, through the same entry point as --conf.
-func runDemo(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger, ready func(agentrun.Ready)) error {
+func runDemo(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger, ring *agentstatus.ErrorRing, ready func(agentrun.Ready)) error {
 	dir, err := os.MkdirTemp("", "monolith-agent-demo")
 	if err != nil {
 		return err
@@ -96,7 +97,7 @@ func runDemo(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 	})
 	return agentrun.Main(ctx, agentrun.Options{
 		ConfFile: confFile, TFSLog: filepath.Join(dir, "tfs.log"), StatusAddr: c.StatusAddr, Env: env,
-		Registry: reg, Logger: log,
+		Registry: reg, Logger: log, RecentErrors: ring,
 		OnReady: func(r agentrun.Ready) {
 			printDemo(stdout, r, confFile, layout)
 			ready(r)

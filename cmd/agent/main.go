@@ -28,6 +28,7 @@ import (
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	"github.com/monolith-go/monolith/internal/cli"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
+	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
 )
 
@@ -74,7 +75,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintln(stderr, "agent:", err)
 		return 2
 	}
-	log := c.Logger(stderr, level)
+	// The status page shows the recent warnings and errors: the log tees them into ring.
+	ring := agentstatus.NewErrorRing(agentstatus.DefaultRecentErrors)
+	log := slog.New(ring.Handler(c.Logger(stderr, level).Handler()))
 	if c.ExitAfter > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.ExitAfter, fmt.Errorf("--exit_after %v elapsed", c.ExitAfter))
@@ -87,10 +90,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	}
 	var err error
 	if c.Conf == "" {
-		err = runDemo(ctx, c, stdout, log, onReady)
+		err = runDemo(ctx, c, stdout, log, ring, onReady)
 	} else {
 		err = agentrun.Main(ctx, agentrun.Options{
-			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log,
+			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log, RecentErrors: ring,
 			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
 		})
 	}

@@ -91,6 +91,9 @@ type Options struct {
 	// StopTimeout bounds stopping the agent after a failed start (default 30 s).
 	StopTimeout time.Duration
 	Logger      *slog.Logger
+	// RecentErrors, when set, holds the log's recent WARN and ERROR records (Logger's handler
+	// tees into it) for /status and the status page.
+	RecentErrors *agentstatus.ErrorRing
 }
 
 func (o *Options) defaults() {
@@ -271,13 +274,17 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 		return fmt.Errorf("%w: %w", ErrModelManager, err)
 	}
 
-	var src agentstatus.Source = &basicSource{conf: conf, tfsLog: tfsLog, confPath: confPath}
+	var src agentstatus.Source = &basicSource{conf: conf, tfsLog: tfsLog, confPath: confPath, agent: agent}
 	if s, ok := agent.(agentstatus.Source); ok {
 		src = s
 	}
 	var status *agentstatus.Server
 	if statusAddr != "" {
-		if status, err = agentstatus.Listen(statusAddr, agentstatus.NewHandler(src, o.Metrics), log); err != nil {
+		var hopts []agentstatus.HandlerOption
+		if o.RecentErrors != nil {
+			hopts = append(hopts, agentstatus.WithRecentErrors(o.RecentErrors))
+		}
+		if status, err = agentstatus.Listen(statusAddr, agentstatus.NewHandler(src, o.Metrics, hopts...), log); err != nil {
 			stop()
 			return err
 		}
@@ -344,10 +351,11 @@ func deref(s *string) string {
 }
 
 // basicSource is the status of an agent that reports none itself (agent v1): its configuration,
-// and whether it runs.
+// and whether it runs; its readiness is the agent's own (agentstatus.Readier) once it runs.
 type basicSource struct {
 	conf             *agentconf.AgentConfig
 	tfsLog, confPath string
+	agent            Agent
 	mu               sync.Mutex
 	running          bool
 	startedAt        time.Time
@@ -368,6 +376,18 @@ func (b *basicSource) Status(context.Context) agentstatus.Report {
 	defer b.mu.Unlock()
 	r.Agent.StartedAt, r.Agent.Running = b.startedAt, b.running
 	return r
+}
+
+// Ready implements agentstatus.Readier: not before the agent runs, then what the agent says when
+// it tells (agent v1 does), else ready.
+func (b *basicSource) Ready(ctx context.Context) []string {
+	if err := b.Healthy(); err != nil {
+		return []string{err.Error()}
+	}
+	if r, ok := b.agent.(agentstatus.Readier); ok {
+		return r.Ready(ctx)
+	}
+	return nil
 }
 
 func (b *basicSource) Healthy() error {

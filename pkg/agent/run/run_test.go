@@ -366,3 +366,79 @@ func TestPaths(t *testing.T) {
 		t.Error("offsetPort(nope) succeeded")
 	}
 }
+
+// readyAgent is a fakeAgent that tells its readiness (as agent v1 does) and logs a warning when it
+// starts.
+type readyAgent struct {
+	fakeAgent
+	log     *slog.Logger
+	reasons []string
+}
+
+func (a *readyAgent) Start(ctx context.Context) error {
+	a.log.Warn("replica watcher lagging", "model", "m")
+	return a.fakeAgent.Start(ctx)
+}
+
+func (a *readyAgent) Ready(context.Context) []string { return a.reasons }
+
+// TestReadyAndRecentErrors: an agent that reports no status of its own but tells its readiness
+// (agent v1) is asked by /readyz once it runs, and the log's WARN records reach /status through
+// Options.RecentErrors.
+func TestReadyAndRecentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reasons []string
+		code    int
+	}{
+		{"ready", nil, http.StatusOK},
+		{"not ready", []string{"zookeeper: SUSPENDED"}, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			ring := agentstatus.NewErrorRing(0)
+			log := slog.New(ring.Handler(slog.NewTextHandler(io.Discard, nil)))
+			agent := &readyAgent{log: log, reasons: tc.reasons}
+			reg := NewRegistry()
+			reg.Register(3, func(p Params) (Agent, error) { return agent, nil })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var ready agentstatus.Readiness
+			var code int
+			var rep agentstatus.Report
+			err := Main(ctx, Options{
+				ConfFile: writeConf(t, unifiedConf), StatusAddr: "127.0.0.1:0", Env: agentconf.MapEnv(nil),
+				Registry: reg, Logger: log, RecentErrors: ring,
+				NewModelManager: func(c modelmgr.Config) (ModelManager, error) { return &fakeMM{}, nil },
+				OnReady: func(r Ready) {
+					defer cancel()
+					code = getJSON(t, r.StatusURL+"/readyz", &ready)
+					getJSON(t, r.StatusURL+"/status", &rep)
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || ready.Ready != (tc.reasons == nil) || fmt.Sprint(ready.Reasons) != fmt.Sprint(append([]string{}, tc.reasons...)) {
+				t.Errorf("/readyz = %d %+v, want %d with reasons %v", code, ready, tc.code, tc.reasons)
+			}
+			if len(rep.RecentErrors) != 1 || !strings.Contains(fmt.Sprint(rep.RecentErrors[0]), "replica watcher lagging") {
+				t.Errorf("/status recent errors = %+v, want the start's warning", rep.RecentErrors)
+			}
+		})
+	}
+}
+
+// getJSON GETs url into v and returns the status code.
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	return resp.StatusCode
+}
