@@ -9,8 +9,10 @@
 // where masked_crc32c(b) = ((c >> 15) | (c << 17)) + 0xa282ead8 and c is the CRC-32C (Castagnoli)
 // of b. The mask keeps a CRC computed over data that itself holds CRCs well distributed.
 //
-// Only uncompressed files are supported: the reference writers this project ports (file_ops'
-// entry dumps, TensorBoard event files) never compress.
+// Reader returns each record in a slice of its own; Scanner reads through one large buffer and
+// returns slices of it (no copy), for bulk reading such as training datasets. This package frames
+// records only: pkg/dataset reads GZIP and ZLIB compressed files by giving these a decompressing
+// reader.
 package tfrecord
 
 import (

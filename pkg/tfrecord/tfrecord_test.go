@@ -218,40 +218,59 @@ func TestReaderBadInput(t *testing.T) {
 		{name: "huge length, short input", in: append(huge[:], "abc"...), wantErr: ErrTruncated},
 		{name: "implausible length", in: absurd[:], wantErr: ErrCorrupt},
 	}
+	// Reader and Scanner (with a buffer small enough to refill inside a record, and the default)
+	// must fail alike.
+	readers := map[string]func(io.Reader) recordReader{
+		"Reader":          func(r io.Reader) recordReader { return NewReader(r) },
+		"Scanner":         func(r io.Reader) recordReader { return NewScanner(r, 0) },
+		"Scanner/16 byte": func(r io.Reader) recordReader { return NewScanner(r, 16) },
+	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := NewReader(bytes.NewReader(tc.in))
-			n := 0
-			var err error
-			for {
-				if _, err = r.Next(); err != nil {
-					break
-				}
-				n++
-			}
-			if n != tc.records {
-				t.Errorf("read %d records, want %d", n, tc.records)
-			}
-			if tc.wantErr == nil {
-				if err != io.EOF {
-					t.Fatalf("err = %v, want io.EOF", err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
-			var re *RecordError
-			if !errors.As(err, &re) {
-				t.Fatalf("err = %T, want *RecordError", err)
-			}
-			if re.Offset != tc.offset {
-				t.Errorf("offset = %d, want %d (%v)", re.Offset, tc.offset, err)
-			}
-			if _, again := r.Next(); again != err {
-				t.Errorf("second Next = %v, want the same error", again)
-			}
-		})
+		for rname, newReader := range readers {
+			t.Run(tc.name+"/"+rname, func(t *testing.T) {
+				testBadInput(t, newReader(bytes.NewReader(tc.in)), tc.records, tc.wantErr, tc.offset)
+			})
+		}
+	}
+}
+
+// recordReader is what Reader and Scanner have in common.
+type recordReader interface {
+	Next() ([]byte, error)
+}
+
+// testBadInput reads r to its end and checks the number of good records and how it ended.
+func testBadInput(t *testing.T, r recordReader, records int, wantErr error, offset int64) {
+	t.Helper()
+	n := 0
+	var err error
+	for {
+		if _, err = r.Next(); err != nil {
+			break
+		}
+		n++
+	}
+	if n != records {
+		t.Errorf("read %d records, want %d", n, records)
+	}
+	if wantErr == nil {
+		if err != io.EOF {
+			t.Fatalf("err = %v, want io.EOF", err)
+		}
+		return
+	}
+	if !errors.Is(err, wantErr) {
+		t.Fatalf("err = %v, want %v", err, wantErr)
+	}
+	var re *RecordError
+	if !errors.As(err, &re) {
+		t.Fatalf("err = %T, want *RecordError", err)
+	}
+	if re.Offset != offset {
+		t.Errorf("offset = %d, want %d (%v)", re.Offset, offset, err)
+	}
+	if _, again := r.Next(); again != err {
+		t.Errorf("second Next = %v, want the same error", again)
 	}
 }
 
