@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -67,8 +69,19 @@ type Wrapper struct {
 }
 
 // NewWrapper checks the binary and tells whether it is a gRPC remote-op build (it contains
-// "PredictionServiceGrpc"; the reference runs `strings | grep` for that).
+// "PredictionServiceGrpc"; the reference runs `strings | grep` for that). The binary and the
+// model config file are made absolute: the process runs in Dir, not in the agent's directory.
 func NewWrapper(cfg WrapperConfig) (*Wrapper, error) {
+	for _, p := range []*string{&cfg.Binary, &cfg.ModelConfigFile} {
+		if *p == "" || (p == &cfg.Binary && !strings.Contains(*p, "/")) {
+			continue // a bare binary name is looked up in PATH
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, fmt.Errorf("tfs wrapper: %w", err)
+		}
+		*p = abs
+	}
 	data, err := os.ReadFile(cfg.Binary)
 	if err != nil {
 		return nil, errkind.Wrap(errkind.NotFound, fmt.Errorf("tfs wrapper: read binary: %w", err))
@@ -113,6 +126,15 @@ func (w *Wrapper) Start(ctx context.Context) error {
 	defer w.mu.Unlock()
 	if w.cmd != nil {
 		return errkind.New(errkind.Runtime, "tfs wrapper: already started")
+	}
+	if d := w.cfg.Dir; d != "" {
+		// Checked here so the error says what the directory is for (exec says "chdir ...").
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			if err == nil {
+				err = errors.New("not a directory")
+			}
+			return errkind.Wrap(errkind.NotFound, fmt.Errorf("tfs wrapper: working directory %s (TF Serving reads its conf/ files from it): %w", d, err))
+		}
 	}
 	log, err := os.Create(w.cfg.LogFile)
 	if err != nil {

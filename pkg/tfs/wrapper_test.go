@@ -107,6 +107,61 @@ func TestWrapperRunsProcess(t *testing.T) {
 	}
 }
 
+// TestWrapperWorkingDirectory: TF Serving runs in Dir whatever the agent's working directory, with
+// a binary and a model config file given relative to the agent's directory (both are made
+// absolute: exec reads a relative binary from Dir); a missing Dir is an error saying what it is.
+func TestWrapperWorkingDirectory(t *testing.T) {
+	bin := faketfsbin.Path(t) // before Chdir: it may build the binary in this module
+	agentDir, tfsDir := t.TempDir(), t.TempDir()
+	t.Chdir(agentDir)
+	if err := os.Symlink(bin, "fake_tfs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("model.cfg", []byte(twoModels), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	missing := filepath.Join(tfsDir, "missing")
+	w, err := NewWrapper(WrapperConfig{Binary: "./fake_tfs", ModelConfigFile: "model.cfg", GRPCPort: freePort(t),
+		TFS: utilsspec.DefaultTfServingConfig(), LogFile: filepath.Join(tfsDir, "tfs.log"), Dir: missing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err == nil || !strings.Contains(err.Error(), "working directory "+missing) {
+		w.Stop(time.Second)
+		t.Fatalf("Start in a missing directory: %v, want an error naming it", err)
+	}
+
+	w, err = NewWrapper(WrapperConfig{Binary: "./fake_tfs", ModelConfigFile: "model.cfg", GRPCPort: freePort(t),
+		TFS: utilsspec.DefaultTfServingConfig(), LogFile: filepath.Join(tfsDir, "tfs.log"), Dir: tfsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Command(); got[0] != filepath.Join(agentDir, "fake_tfs") || got[1] != "--model_config_file="+filepath.Join(agentDir, "model.cfg") {
+		t.Errorf("command %v: want the binary and the config file absolute", got[:2])
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(5 * time.Second)
+	for {
+		st, err := w.ListSavedModelsStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st["m:entry"].GetState() == servingapis.ModelVersionStatus_AVAILABLE {
+			break
+		}
+		if exited, code := w.Exited(); exited || ctx.Err() != nil {
+			log, _ := os.ReadFile(filepath.Join(tfsDir, "tfs.log"))
+			t.Fatalf("m:entry never AVAILABLE (exited %v, code %d): %v\n%s", exited, code, st, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestFakeWrapper(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "model.cfg")
 	os.WriteFile(cfg, []byte(twoModels), 0o644)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -39,9 +40,11 @@ func (l ServingLog) Open() (*os.File, error) {
 type ProcessSpec struct {
 	// Cmd is the command line (CmdAndPort's): split on white space, a trailing "&" dropped.
 	Cmd string
-	// Dir is the working directory; "" means BinDir. The reference changed the whole agent's
-	// working directory to BinDir around the start (ServingLog's chdir); here only the child
-	// runs there, so nothing else in the agent sees a changed directory.
+	// Dir is the working directory; "" means BinDir, or the binary's own directory where BinDir
+	// does not exist (off a serving host), so no particular directory is required. The reference
+	// changed the whole agent's working directory to BinDir around the start (ServingLog's
+	// chdir); here only the child runs there, so nothing else in the agent sees a changed
+	// directory.
 	Dir string
 	// Env is the environment; nil means the agent's.
 	Env []string
@@ -72,7 +75,7 @@ func StartProcess(ctx context.Context, p ProcessSpec) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = p.Dir
 	if cmd.Dir == "" {
-		cmd.Dir = BinDir
+		cmd.Dir = defaultDir(argv[0])
 	}
 	cmd.Env = p.Env
 	var logFile *os.File
@@ -95,4 +98,20 @@ func StartProcess(ctx context.Context, p ProcessSpec) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("start %s in %s: %w", argv[0], cmd.Dir, err)
 	}
 	return cmd, nil
+}
+
+// defaultDir is BinDir when it exists, else the directory of the binary bin.
+func defaultDir(bin string) string {
+	if st, err := os.Stat(BinDir); err == nil && st.IsDir() {
+		return BinDir
+	}
+	if !strings.Contains(bin, "/") {
+		if p, err := exec.LookPath(bin); err == nil {
+			bin = p
+		}
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		return filepath.Dir(abs)
+	}
+	return filepath.Dir(bin)
 }

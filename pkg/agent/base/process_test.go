@@ -109,26 +109,28 @@ func TestStartProcess(t *testing.T) {
 	}
 }
 
-// TestStartProcessDefaultDir: with no Dir the child runs in BinDir, which must exist.
+// TestStartProcessDefaultDir: with no Dir the child runs in BinDir, or, off a serving host (no
+// BinDir), in its binary's directory: never in a directory that does not exist, and never
+// depending on the agent's working directory.
 func TestStartProcessDefaultDir(t *testing.T) {
+	t.Chdir(t.TempDir())
 	logs := t.TempDir()
+	bin := t.TempDir()
+	script := writeScript(t, bin, "pwd\n")
 	log := &ServingLog{Prefix: "ps", TFSLog: filepath.Join(logs, "tfs.log")}
-	cmd, err := StartProcess(context.Background(), ProcessSpec{Cmd: "/bin/sh -c pwd", Log: log})
-	if _, statErr := os.Stat(BinDir); statErr != nil {
-		// The usual case off a serving host.
-		if err == nil || !strings.Contains(err.Error(), BinDir) {
-			t.Fatalf("BinDir is missing (%v); StartProcess: %v, want an error naming it", statErr, err)
-		}
-		return
-	}
+	cmd, err := StartProcess(context.Background(), ProcessSpec{Cmd: script, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFile(t, log.Path()); got != BinDir+"\n" {
-		t.Errorf("ran in %q, want %s", got, BinDir)
+	want := bin
+	if st, err := os.Stat(BinDir); err == nil && st.IsDir() {
+		want = BinDir
+	}
+	if got := readFile(t, log.Path()); got != want+"\n" {
+		t.Errorf("ran in %q, want %s", got, want)
 	}
 }
 

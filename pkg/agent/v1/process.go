@@ -138,7 +138,8 @@ type NodeSpec struct {
 	Port int
 	// Env is the process's environment; nil means the agent's.
 	Env []string
-	// Dir is the working directory; "" means agentbase.BinDir.
+	// Dir is the working directory; "" means agentbase.BinDir, or the binary's directory where
+	// that does not exist (agentbase.ProcessSpec).
 	Dir string
 	// Log receives the process's output; nil sends it to the agent's stdout.
 	Log *agentbase.ServingLog
@@ -149,6 +150,10 @@ type NodeSpec struct {
 	Timing     Timing
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+
+	// tfs, set for TF Serving by NewNodeFromConfig, finds its binary again at each start, so a
+	// missing one fails with what was looked for ($MONOLITH_TFS_BINARY, the default path).
+	tfs *agentbase.TFSLocator
 }
 
 // ProcessNode is one serving process and the processes started after it (the reference's
@@ -199,14 +204,16 @@ type NodeOptions struct {
 	ConfPath string
 	// TFSLog names the serving logs ({dir}/{type}_{name}); "" sends output to the agent's stdout.
 	TFSLog string
-	// TFSBinary and ProxyBinary default to agentbase.TFSBinary and agentbase.ProxyBinary.
+	// TFSBinary defaults to $MONOLITH_TFS_BINARY (in Env), else agentbase.TFSBinary;
+	// ProxyBinary to agentbase.ProxyBinary.
 	TFSBinary, ProxyBinary string
 	// ConfigFile is TF Serving's model config file; "" lets agentconf write a temporary one.
 	ConfigFile string
 	// Env is the agent's environment (nil: os.Environ()); the entry gets PORT2 = agent_port on
 	// top. MLP_POD_NAME in it sends the output to the agent's stdout, as in the reference.
 	Env []string
-	// Dir is the processes' working directory; "" means agentbase.BinDir.
+	// Dir is the processes' working directory; "" means agentbase.BinDir, or the binary's
+	// directory where that does not exist.
 	Dir    string
 	Sets   StartedSets
 	Timing Timing
@@ -220,16 +227,27 @@ func NewNodeFromConfig(conf *agentconf.AgentConfig, t ProcessType, o NodeOptions
 	if t != PS && t != Entry && t != Dense && t != Proxy {
 		return nil, errkind.New(errkind.Precondition, "process node: type %v cannot run", t)
 	}
-	cmd, port, err := agentbase.CmdAndPort(conf, agentbase.CmdOptions{
-		ServerType: t.serverType(), ConfPath: o.ConfPath, ConfigFile: o.ConfigFile,
-		TFSBinary: o.TFSBinary, ProxyBinary: o.ProxyBinary,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("process node %v: %w", t, err)
-	}
 	env := o.Env
 	if env == nil {
 		env = os.Environ()
+	}
+	var tfs *agentbase.TFSLocator
+	tfsBinary := o.TFSBinary
+	if t != Proxy {
+		tfs = &agentbase.TFSLocator{Binary: o.TFSBinary, LookupEnv: func(k string) (string, bool) { return lookupEnv(env, k) }}
+		if p, err := tfs.LocateBinary(); err == nil {
+			tfsBinary = p
+		} else if v, ok := lookupEnv(env, agentbase.TFSBinaryEnv); ok && v != "" && tfsBinary == "" {
+			// Not there (yet): the command names it, and starting reports what was looked for.
+			tfsBinary = v
+		}
+	}
+	cmd, port, err := agentbase.CmdAndPort(conf, agentbase.CmdOptions{
+		ServerType: t.serverType(), ConfPath: o.ConfPath, ConfigFile: o.ConfigFile,
+		TFSBinary: tfsBinary, ProxyBinary: o.ProxyBinary,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("process node %v: %w", t, err)
 	}
 	if t == Entry {
 		if conf.AgentPort == nil {
@@ -243,8 +261,18 @@ func NewNodeFromConfig(conf *agentconf.AgentConfig, t ProcessType, o NodeOptions
 	}
 	return NewProcessNode(NodeSpec{
 		Type: t, IsTCEMain: o.IsTCEMain, Cmd: cmd, Port: port, Env: env, Dir: o.Dir, Log: log,
-		Sets: o.Sets, DenseAlone: conf.DenseAlone, Timing: TimingFor(conf, o.Timing), Logger: o.Logger,
+		Sets: o.Sets, DenseAlone: conf.DenseAlone, Timing: TimingFor(conf, o.Timing), Logger: o.Logger, tfs: tfs,
 	})
+}
+
+// lookupEnv is os.LookupEnv on an environment list (the last key= entry wins, as in exec).
+func lookupEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // setEnv returns a copy of env with key=value, any earlier key= entry dropped.
@@ -438,6 +466,11 @@ func (n *ProcessNode) start(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("start %v: %w", n.spec.Type, context.Cause(ctx))
+	}
+	if n.spec.tfs != nil {
+		if _, err := n.spec.tfs.LocateBinary(); err != nil {
+			return fmt.Errorf("start %v: %w", n.spec.Type, err)
+		}
 	}
 	// The process outlives ctx: it is stopped by Kill (SIGTERM, then SIGKILL), never by
 	// exec.CommandContext's immediate SIGKILL.

@@ -25,6 +25,7 @@
 package agentv3
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/backend"
 	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/tfs"
 	"github.com/monolith-go/monolith/pkg/zk"
@@ -73,7 +73,9 @@ const (
 	// (gen_empty_model_config_file).
 	EmptyModelConfig = "model_config_list {}"
 	// TFSBinaryEnv names TF Serving's binary (the reference's MONOLITH_TFS_BINARY).
-	TFSBinaryEnv = "MONOLITH_TFS_BINARY"
+	TFSBinaryEnv = agentbase.TFSBinaryEnv
+	// TFSDirEnv names TF Serving's working directory (see Options.TFSDir).
+	TFSDirEnv = agentbase.TFSDirEnv
 )
 
 // Options configure an Agent beyond its AgentConfig. The zero value runs the real thing: TF
@@ -84,10 +86,12 @@ type Options struct {
 	// TFSLog is TF Serving's log file.
 	TFSLog string
 	// TFSBinary is TF Serving's binary; default $MONOLITH_TFS_BINARY, else
-	// agentbase.TFSBinary.
+	// agentbase.TFSBinary. New fails, naming what it looked for, when it does not exist.
 	TFSBinary string
 	// TFSDir is TF Serving's working directory (its flags name conf/... relative to it); default
-	// pathutil.FindMain(), as the reference's chdir(find_main()), else agentconf.TFSHome.
+	// $MONOLITH_TFS_DIR, else pathutil.FindMain() (the reference's chdir(find_main())), else
+	// agentconf.TFSHome when it exists, else the binary's directory (agentbase.TFSLocator). Only
+	// TF Serving runs there: the agent's own working directory is never changed nor used.
 	TFSDir string
 	// TFS, when set, makes the TF Serving process instead of tfs.NewWrapper (tests: a
 	// tfs.FakeWrapper; the demo: an in-process fake). It gets the model config file's path.
@@ -293,7 +297,12 @@ func DebugInfo(layoutPath string, filters filter.Set) string {
 
 // writeEmptyConfig creates the model config file holding no model.
 func writeEmptyConfig(dir string) (string, error) {
-	name, err := writeTemp(dir, "model_server_config_*.pbtxt", EmptyModelConfig)
+	// Absolute, since TF Serving reads it from its own working directory.
+	abs, err := filepath.Abs(cmp.Or(dir, os.TempDir()))
+	if err != nil {
+		return "", fmt.Errorf("agent v3: model config directory: %w", err)
+	}
+	name, err := writeTemp(abs, "model_server_config_*.pbtxt", EmptyModelConfig)
 	if err != nil {
 		return "", fmt.Errorf("agent v3: %w", err)
 	}
@@ -313,23 +322,16 @@ func (a *Agent) prepareTFS() error {
 		}
 		return nil
 	}
-	bin := o.TFSBinary
-	if bin == "" {
-		if v, ok := a.conf.LookupEnv(TFSBinaryEnv); ok && v != "" {
-			bin = v
-		} else {
-			bin = agentbase.TFSBinary
-		}
+	loc := agentbase.TFSLocator{Binary: o.TFSBinary, Dir: o.TFSDir, LookupEnv: a.conf.LookupEnv, DefaultBinary: defaultTFSBinary}
+	bin, err := loc.LocateBinary()
+	if err != nil {
+		return err
 	}
-	dir := o.TFSDir
-	if dir == "" {
-		if d, err := pathutil.FindMain(); err == nil {
-			dir = d
-		} else {
-			a.log.Warn("no monolith base directory, running TF Serving in TFS_HOME", "tfs_home", agentconf.TFSHome, "err", err)
-			dir = agentconf.TFSHome
-		}
+	dir, source, err := loc.LocateDir(bin)
+	if err != nil {
+		return err
 	}
+	a.log.Info("tf serving", "binary", bin, "dir", dir, "dir_from", source)
 	env := func(k string) string { v, _ := a.conf.LookupEnv(k); return v }
 	w, err := tfs.NewWrapper(tfs.WrapperConfig{
 		Binary: bin, ArchonPort: *a.conf.TFSPortArchon, GRPCPort: *a.conf.TFSPortGRPC, HTTPPort: *a.conf.TFSPortHTTP,
@@ -351,6 +353,10 @@ func (a *Agent) prepareTFS() error {
 	a.reloader = newReloader(r, o, a.log, a.metrics)
 	return nil
 }
+
+// defaultTFSBinary is TF Serving's binary when neither Options.TFSBinary nor $MONOLITH_TFS_BINARY
+// names one (a variable for the tests).
+var defaultTFSBinary = agentbase.TFSBinary
 
 // ModelConfigFile is TF Serving's model config file (the reference's _model_config_path).
 func (a *Agent) ModelConfigFile() string { return a.configFile }
