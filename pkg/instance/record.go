@@ -4,8 +4,6 @@
 package instance
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +14,8 @@ import (
 // Header says which headers precede each record of a binary dump (tfs_client.py's
 // --lagrangex_header, --kafka_dump_prefix, --has_sort_id and --kafka_dump flags).
 type Header struct {
-	// Lagrangex: an 8-byte header, skipped; the other fields are then ignored.
+	// Lagrangex: an 8-byte header (ReadRecord skips it; FrameReader returns it, the record's type
+	// and data source key); the other fields are then ignored.
 	Lagrangex bool
 	// KafkaDumpPrefix: a little-endian uint64 size; when it is 0 a second one follows (the sort
 	// id size), otherwise it is the aggregate page sort id size.
@@ -32,83 +31,8 @@ type Header struct {
 // short read returned), a truncated record is an error (wrapping io.ErrUnexpectedEOF); io.EOF
 // is returned only when r ends exactly before a record.
 func ReadRecord(r io.Reader, h Header) ([]byte, error) {
-	first := true
-	readU64 := func(what string) (uint64, error) {
-		var b [8]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			if first && errors.Is(err, io.EOF) {
-				return 0, io.EOF
-			}
-			return 0, truncated(what, err)
-		}
-		first = false
-		return binary.LittleEndian.Uint64(b[:]), nil
-	}
-	skip := func(what string, n uint64) error {
-		if n == 0 {
-			return nil
-		}
-		if n > 1<<62 {
-			return errkind.New(errkind.Value, "record: %s size %d is not plausible", what, n)
-		}
-		m, err := io.CopyN(io.Discard, r, int64(n))
-		if err != nil {
-			if errors.Is(err, io.EOF) && first && m == 0 {
-				return io.EOF
-			}
-			return truncated(what, err)
-		}
-		first = false
-		return nil
-	}
-	if h.Lagrangex {
-		if err := skip("lagrangex header", 8); err != nil {
-			return nil, err
-		}
-	} else {
-		var aggregate, size uint64
-		var err error
-		if h.KafkaDumpPrefix {
-			if size, err = readU64("kafka dump prefix"); err != nil {
-				return nil, err
-			}
-			if size == 0 {
-				if size, err = readU64("kafka dump prefix"); err != nil {
-					return nil, err
-				}
-			} else {
-				aggregate = size
-			}
-		}
-		if h.HasSortID {
-			if aggregate == 0 {
-				if size, err = readU64("sort id size"); err != nil {
-					return nil, err
-				}
-			}
-			if err := skip("sort id", size); err != nil {
-				return nil, err
-			}
-		}
-		if h.KafkaDump {
-			if err := skip("kafka dump header", 8); err != nil {
-				return nil, err
-			}
-		}
-	}
-	size, err := readU64("record size")
-	if err != nil {
-		return nil, err
-	}
-	if size > 1<<62 {
-		return nil, errkind.New(errkind.Value, "record: size %d is not plausible (wrong header flags?)", size)
-	}
-	// Grow with the data actually read, so a corrupt size cannot make us allocate it up front.
-	var buf bytes.Buffer
-	if n, err := io.CopyN(&buf, r, int64(size)); err != nil {
-		return nil, truncated(fmt.Sprintf("record of %d bytes (got %d)", size, n), err)
-	}
-	return buf.Bytes(), nil
+	f, err := readFrame(r, h, false)
+	return f.Data, err
 }
 
 func truncated(what string, err error) error {
