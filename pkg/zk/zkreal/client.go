@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,14 @@ type Options struct {
 	// WatchWorkers bounds the goroutines that re-arm fired watches and call their functions
 	// (default 16). They exist only while watches fire: an idle watch costs no goroutine.
 	WatchWorkers int
+	// ConnectTimeout bounds Connect's wait for the first session (DefaultConnectTimeout when
+	// zero, no bound but ctx's when negative): Connect then fails with ErrConnectTimeout, naming
+	// the servers, the time waited and the failed attempts.
+	ConnectTimeout time.Duration
+	// ConnectWarnInterval is the least time between two WARN lines about failed connection
+	// attempts, initial or after a lost connection (DefaultConnectWarnInterval when zero); each
+	// line counts the attempts since the previous one.
+	ConnectWarnInterval time.Duration
 }
 
 // defaultWatchWorkers: enough to keep a burst of re-arms (every watch after a new session)
@@ -57,6 +66,7 @@ type Client struct {
 	chroot string
 
 	events  *eventQueue
+	fails   *connectFailures
 	closing chan struct{}
 	wg      sync.WaitGroup
 
@@ -110,6 +120,12 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.WatchWorkers <= 0 {
 		opts.WatchWorkers = defaultWatchWorkers
 	}
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.ConnectWarnInterval <= 0 {
+		opts.ConnectWarnInterval = DefaultConnectWarnInterval
+	}
 	chroot := strings.TrimSuffix(opts.Chroot, "/")
 	if chroot != "" {
 		if err := zk.ValidatePath(chroot); err != nil {
@@ -121,16 +137,24 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		events: newEventQueue(), closing: make(chan struct{}), genCh: make(chan struct{}),
 		listeners: map[int]func(zk.State){}, owned: map[string]*ownedNode{},
 		wIndex: map[string]*watch{}, wParked: map[*watch]uint64{},
+		fails: &connectFailures{log: opts.Logger.With("component", "zookeeper"), interval: opts.ConnectWarnInterval},
 	}
+	sniff := zkwire.SniffingDialer(c.creds.set, handshakeTimeout(opts.SessionTimeout))
 	conn, _, err := gozk.Connect(opts.Servers, opts.SessionTimeout,
 		gozk.WithLogger(slogAdapter{opts.Logger}),
-		gozk.WithDialer(zkwire.SniffingDialer(c.creds.set, handshakeTimeout(opts.SessionTimeout))),
+		gozk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+			nc, err := sniff(network, address, timeout)
+			if err != nil {
+				c.fails.fail(address, err)
+			}
+			return nc, err
+		}),
 		// The callback runs on the library's connection goroutines: it must never block, so it
 		// only appends session states to an unbounded queue that the dispatcher drains, and
 		// moves fired watches to the workers' queue.
 		gozk.WithEventCallback(func(ev gozk.Event) {
 			if ev.Type == gozk.EventSession {
-				c.events.push(ev.State)
+				c.events.push(ev)
 			} else {
 				c.onWatchEvent(ev)
 			}
@@ -141,9 +165,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.conn = conn
 	c.wg.Add(1)
 	go c.dispatch()
-	if err := c.waitConnected(ctx); err != nil {
+	if err := c.waitFirstSession(ctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("zkreal: connect to %s: %w", strings.Join(opts.Servers, ","), err)
+		return nil, err
 	}
 	for _, a := range opts.Auth {
 		// The library keeps the credentials and re-sends them on every new connection.
@@ -159,6 +183,31 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// waitFirstSession waits for the first session, for at most ConnectTimeout.
+func (c *Client) waitFirstSession(ctx context.Context) error {
+	began := time.Now()
+	wait := ctx
+	if c.opts.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, c.opts.ConnectTimeout)
+		defer cancel()
+	}
+	err := c.waitConnected(wait)
+	if err == nil {
+		return nil
+	}
+	servers := strings.Join(c.opts.Servers, ",")
+	failed, last := c.fails.summary()
+	waited := time.Since(began).Round(time.Millisecond)
+	if ctx.Err() == nil && wait.Err() != nil {
+		err = ErrConnectTimeout
+	}
+	if last != nil {
+		return fmt.Errorf("zkreal: connect to %s: %w (waited %v, %d connection attempts failed, the last with: %v)", servers, err, waited, failed, last)
+	}
+	return fmt.Errorf("zkreal: connect to %s: %w (waited %v, no connection attempt failed)", servers, err, waited)
 }
 
 // SessionID returns the current session id and password.
@@ -222,12 +271,27 @@ func (c *Client) generation() uint64 {
 func (c *Client) dispatch() {
 	defer c.wg.Done()
 	var sessionID int64
+	handshaking := false // a connection is up and has no session yet
 	for {
-		st, ok := c.events.pop(c.closing)
+		ev, ok := c.events.pop(c.closing)
 		if !ok {
 			return
 		}
-		switch st {
+		switch ev.State {
+		case gozk.StateConnected:
+			handshaking = true
+		case gozk.StateExpired:
+			handshaking = false // an attempt that worked: it found the session gone
+		case gozk.StateDisconnected:
+			if handshaking && !c.isClosed() {
+				c.fails.fail(ev.Server, errNoHandshake)
+			}
+			handshaking = false
+		case gozk.StateHasSession:
+			handshaking = false
+			c.fails.connected(ev.Server)
+		}
+		switch ev.State {
 		case gozk.StateHasSession:
 			id := c.conn.SessionID()
 			c.mu.Lock()
@@ -351,16 +415,16 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-// eventQueue is an unbounded FIFO of session states.
+// eventQueue is an unbounded FIFO of session events.
 type eventQueue struct {
 	mu    sync.Mutex
-	items []gozk.State
+	items []gozk.Event
 	ready chan struct{}
 }
 
 func newEventQueue() *eventQueue { return &eventQueue{ready: make(chan struct{}, 1)} }
 
-func (q *eventQueue) push(s gozk.State) {
+func (q *eventQueue) push(s gozk.Event) {
 	q.mu.Lock()
 	q.items = append(q.items, s)
 	q.mu.Unlock()
@@ -370,7 +434,7 @@ func (q *eventQueue) push(s gozk.State) {
 	}
 }
 
-func (q *eventQueue) pop(stop <-chan struct{}) (gozk.State, bool) {
+func (q *eventQueue) pop(stop <-chan struct{}) (gozk.Event, bool) {
 	for {
 		q.mu.Lock()
 		if len(q.items) > 0 {
@@ -383,7 +447,7 @@ func (q *eventQueue) pop(stop <-chan struct{}) (gozk.State, bool) {
 		select {
 		case <-q.ready:
 		case <-stop:
-			return 0, false
+			return gozk.Event{}, false
 		}
 	}
 }

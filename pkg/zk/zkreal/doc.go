@@ -19,6 +19,11 @@
 //     are not: a write that failed with a lost connection reports the ambiguity (ErrConnectionLoss,
 //     "outcome unknown") instead of guessing.
 //   - An optional chroot prefixes every path; digest auth is re-sent on every new connection.
+//   - Connect waits at most Options.ConnectTimeout (15 s, kazoo's start timeout) for the first
+//     session, then fails with ErrConnectTimeout naming the servers, the time waited and the
+//     failed attempts. Failed connection attempts (refused dials, connections that give no
+//     session), initial or after a lost connection, are logged at WARN, at most one line per
+//     Options.ConnectWarnInterval, each line counting the attempts since the previous one.
 //   - Every goroutine stops on Close.
 //
 // The library's calls do not take a context: a call whose context ends returns at once with the
