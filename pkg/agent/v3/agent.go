@@ -88,6 +88,9 @@ type Options struct {
 	// TFSBinary is TF Serving's binary; default $MONOLITH_TFS_BINARY, else
 	// agentbase.TFSBinary. New fails, naming what it looked for, when it does not exist.
 	TFSBinary string
+	// TFSBinaryFrom names where TFSBinary came from in that error (a command's flag,
+	// "--tfs_binary"; default "the TF Serving binary option").
+	TFSBinaryFrom string
 	// TFSDir is TF Serving's working directory (its flags name conf/... relative to it); default
 	// $MONOLITH_TFS_DIR, else pathutil.FindMain() (the reference's chdir(find_main())), else
 	// agentconf.TFSHome when it exists, else the binary's directory (agentbase.TFSLocator). Only
@@ -322,7 +325,8 @@ func (a *Agent) prepareTFS() error {
 		}
 		return nil
 	}
-	loc := agentbase.TFSLocator{Binary: o.TFSBinary, Dir: o.TFSDir, LookupEnv: a.conf.LookupEnv, DefaultBinary: defaultTFSBinary}
+	loc := agentbase.TFSLocator{Binary: o.TFSBinary, BinaryFrom: o.TFSBinaryFrom, Dir: o.TFSDir, LookupEnv: a.conf.LookupEnv,
+		DefaultBinary: defaultTFSBinary}
 	bin, err := loc.LocateBinary()
 	if err != nil {
 		return err

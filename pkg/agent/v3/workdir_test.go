@@ -72,12 +72,12 @@ func TestTFSBinaryNotFound(t *testing.T) {
 		{"nothing set", nil, "", "TF Serving binary not found: $MONOLITH_TFS_BINARY is unset and " + missing + " does not exist"},
 		{"environment", map[string]string{TFSBinaryEnv: missing + "_env"}, "",
 			"TF Serving binary not found: $MONOLITH_TFS_BINARY=" + missing + "_env does not exist"},
-		{"option", nil, missing + "_opt", "TF Serving binary not found: the TF Serving binary option " + missing + "_opt does not exist"},
+		{"option", nil, missing + "_opt", "TF Serving binary not found: --tfs_binary " + missing + "_opt does not exist"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfgDir := t.TempDir()
-			_, err := New(testConfig(t, tc.env, nil), Options{TFSBinary: tc.opt, ModelConfigDir: cfgDir, Logger: quiet})
+			_, err := New(testConfig(t, tc.env, nil), Options{TFSBinary: tc.opt, TFSBinaryFrom: "--tfs_binary", ModelConfigDir: cfgDir, Logger: quiet})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || errkind.Of(err) != errkind.NotFound {
 				t.Fatalf("New: %v (kind %v), want an error containing %q", err, errkind.Of(err), tc.want)
 			}
