@@ -94,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	} else {
 		err = agentrun.Main(ctx, agentrun.Options{
 			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log, RecentErrors: ring,
+			TFSBinary: c.TFSBinary, TFSBinaryFrom: "--tfs_binary", TFSDir: c.TFSDir,
 			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
 		})
 	}

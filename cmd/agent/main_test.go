@@ -234,9 +234,10 @@ func TestConf(t *testing.T) {
 
 	t.Run("serves", func(t *testing.T) {
 		leakcheck.Check(t)
-		t.Setenv(agentv3.TFSBinaryEnv, faketfsbin.Path(t))
+		t.Setenv(agentv3.TFSBinaryEnv, filepath.Join(dir, "not-this-one"))
 		var stdout, stderr syncbuf.Buffer
-		r, stop := started(t, args, &stdout, &stderr)
+		// --tfs_binary wins over $MONOLITH_TFS_BINARY.
+		r, stop := started(t, append(args, "--tfs_binary", faketfsbin.Path(t)), &stdout, &stderr)
 		eventually(t, "m:entry to be bound", func() bool {
 			var rep agentstatus.Report
 			getJSON(t, r.StatusURL+"/status", &rep)
@@ -256,6 +257,15 @@ func TestConf(t *testing.T) {
 			kids, _ := ctl.Children(ctx, "/cli/binding/m/entry")
 			return len(kids) == 0
 		})
+	})
+	t.Run("tf serving binary missing", func(t *testing.T) {
+		leakcheck.Check(t)
+		missing := filepath.Join(dir, "no-such-tfs")
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append(args, "--tfs_binary="+missing), &stdout, &stderr, nil)
+		if want := "--tfs_binary " + missing + " does not exist"; code == 0 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("exit %d, stderr %q, want non-zero and %q", code, stderr.String(), want)
+		}
 	})
 	t.Run("tf serving exits", func(t *testing.T) {
 		leakcheck.Check(t)

@@ -41,6 +41,10 @@ type Params struct {
 	TFSLog  string
 	Metrics *agentstatus.Metrics
 	Logger  *slog.Logger
+	// TFSBinary and TFSDir are TF Serving's binary and working directory ("": the agent's
+	// defaults, $MONOLITH_TFS_BINARY and $MONOLITH_TFS_DIR first); TFSBinaryFrom names where the
+	// binary came from in a not-found error (a command's flag).
+	TFSBinary, TFSBinaryFrom, TFSDir string
 }
 
 // Constructor builds the agent of one agent_version.
@@ -106,12 +110,14 @@ func (r *Registry) New(p Params) (Agent, error) {
 // NewV3 builds agent v3 with its defaults: TF Serving from MONOLITH_TFS_BINARY, ZooKeeper at
 // zk_servers.
 func NewV3(p Params) (Agent, error) {
-	return agentv3.New(p.Config, agentv3.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Metrics: p.Metrics, Logger: p.Logger})
+	return agentv3.New(p.Config, agentv3.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Metrics: p.Metrics, Logger: p.Logger,
+		TFSBinary: p.TFSBinary, TFSBinaryFrom: p.TFSBinaryFrom, TFSDir: p.TFSDir})
 }
 
 // NewV1 builds agent v1 with its defaults.
 func NewV1(p Params) (Agent, error) {
-	a, err := agentv1.New(p.Config, agentv1.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Logger: p.Logger})
+	a, err := agentv1.New(p.Config, agentv1.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Logger: p.Logger,
+		TFSBinary: p.TFSBinary, Dir: p.TFSDir})
 	if err != nil {
 		return nil, err
 	}

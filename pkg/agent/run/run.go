@@ -94,6 +94,8 @@ type Options struct {
 	// RecentErrors, when set, holds the log's recent WARN and ERROR records (Logger's handler
 	// tees into it) for /status and the status page.
 	RecentErrors *agentstatus.ErrorRing
+	// TFSBinary, TFSBinaryFrom and TFSDir go to the agent (Params).
+	TFSBinary, TFSBinaryFrom, TFSDir string
 }
 
 func (o *Options) defaults() {
@@ -245,7 +247,8 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 		log.Info("dense service process", "replica_id", conf.ReplicaID, "tfs_log", tfsLog)
 	}
 	confPath := pathutil.Dirname(o.ConfFile)
-	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log})
+	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log,
+		TFSBinary: o.TFSBinary, TFSBinaryFrom: o.TFSBinaryFrom, TFSDir: o.TFSDir})
 	if err != nil {
 		if isConfigKind(err) {
 			return &ConfigError{err}

@@ -30,6 +30,7 @@ func (a *Agent) Status(ctx context.Context) agentstatus.Report {
 	r.Layout = &layout
 	if client != nil {
 		r.ZooKeeper.State = client.State().String()
+		r.ZooKeeper.SessionID = agentstatus.ZKSessionID(client)
 	}
 	if a.reloader != nil {
 		r.LastReload = a.reloader.summary()
