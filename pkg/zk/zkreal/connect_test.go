@@ -91,11 +91,11 @@ func TestConnectUnreachable(t *testing.T) {
 	}{
 		// One server: an attempt about every second (go-zookeeper's back-off), one line within the
 		// default interval of 5 s.
-		{"one server, default interval", 1, 2500 * time.Millisecond, 0, 30 * time.Second, ErrConnectTimeout, [2]int{1, 1}},
+		{"one server, default interval", 1, 2 * time.Second, 0, 30 * time.Second, ErrConnectTimeout, [2]int{1, 1}},
 		// Three servers: three attempts each second, a line at most every second.
-		{"three servers, 1 s interval", 3, 3500 * time.Millisecond, time.Second, 30 * time.Second, ErrConnectTimeout, [2]int{2, 5}},
-		{"caller's context ends first", 1, 10 * time.Second, 0, 1500 * time.Millisecond, context.DeadlineExceeded, [2]int{1, 1}},
-		{"no connect timeout", 1, -1, 0, 1500 * time.Millisecond, context.DeadlineExceeded, [2]int{1, 1}},
+		{"three servers, 1 s interval", 3, 2200 * time.Millisecond, time.Second, 30 * time.Second, ErrConnectTimeout, [2]int{2, 4}},
+		{"caller's context ends first", 1, 10 * time.Second, 0, 1200 * time.Millisecond, context.DeadlineExceeded, [2]int{1, 1}},
+		{"no connect timeout", 1, -1, 0, 1200 * time.Millisecond, context.DeadlineExceeded, [2]int{1, 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
