@@ -78,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	// The status page shows the recent warnings and errors: the log tees them into ring.
 	ring := agentstatus.NewErrorRing(agentstatus.DefaultRecentErrors)
 	log := slog.New(ring.Handler(c.Logger(stderr, level).Handler()))
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
 	if c.ExitAfter > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.ExitAfter, fmt.Errorf("--exit_after %v elapsed", c.ExitAfter))

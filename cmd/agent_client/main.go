@@ -72,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agent
 		return code
 	}
 	log := c.Logger(stderr, nil)
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
 	cmd, err := prepare(c, env, log, dial)
 	if err == nil {
 		var out string

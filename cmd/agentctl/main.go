@@ -50,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dial
 		return code
 	}
 	log := c.Logger(stderr, nil)
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
 	// Errors of the packages used may already name the command: cli.Exit does not repeat it.
 	return cli.Exit("agentctl", execute(ctx, c.AgentCtlFlags, stdout, log, dial), stderr)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -257,6 +258,41 @@ func TestCommandLine(t *testing.T) {
 			if tc.name == "decl" {
 				if _, _, err := admin.Get(tctx(t), "/gip/saved_models/test_ffm_model/ps_2"); err != nil {
 					t.Errorf("decl declared no ps_2: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestLogFormat: every line the command logs on stderr is in the --log_format asked for, those of
+// the packages it uses included (they used to log through slog's default text logger beside the
+// command's own); the answer stays on stdout.
+func TestLogFormat(t *testing.T) {
+	f, _ := loadScenario(t)
+	export := writeExport(t, f)
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			srv := zkfake.NewServer()
+			dial := func(context.Context, string, *slog.Logger) (zk.Client, error) { return srv.Client(), nil }
+			var stdout, stderr bytes.Buffer
+			args := []string{"--zk_servers=127.0.0.1:2181", "--bzid=gip", "--cmd=decl", "--export_base=" + export, "--log_format=" + format}
+			if code := run(tctx(t), args, &stdout, &stderr, dial); code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			if len(lines) < 2 {
+				t.Fatalf("stderr %q: want the declaration's log", stderr.String())
+			}
+			for _, line := range lines {
+				var rec map[string]any
+				isJSON := json.Unmarshal([]byte(line), &rec) == nil
+				if format == "json" && !isJSON || format == "text" && !strings.HasPrefix(line, "time=") {
+					t.Errorf("stderr line not in %s format: %q", format, line)
+				}
+			}
+			for _, want := range []string{"saved models declared", "loading the exported entry graph"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 				}
 			}
 		})

@@ -153,6 +153,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return 2
 	}
 	log := c.Logger(stderr, level)
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
 	if c.RestAPIPort != 0 {
 		log.Info("the fake serves no REST API; --rest_api_port ignored", "rest_api_port", c.RestAPIPort)
 	}

@@ -49,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, dial dial
 		return code
 	}
 	log := c.Logger(stderr, nil)
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
 	// A bad command line exits 2, as in every command of the project (absl's reference exits 1).
 	return cli.Exit("serving_client", connectAndExecute(ctx, c.ServingClientFlags, stdout, log, dial), stderr)
 }

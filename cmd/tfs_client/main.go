@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agent
 		return code
 	}
 	log := c.Logger(stderr, nil)
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
 	return cli.Exit("tfs_client", execute(ctx, c, stdout, log, env), stderr)
 }
 

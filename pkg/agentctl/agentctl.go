@@ -63,7 +63,7 @@ func FindModelName(exportBase string) (name string, found bool, err error) {
 		return "", false, err
 	}
 	file := pathutil.Join(entry, version, "saved_model.pb")
-	slog.Info("loading: " + file)
+	slog.Info("loading the exported entry graph", "file", file)
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return "", false, fileErr("read saved model", err)
@@ -129,7 +129,7 @@ func DeclareSavedModel(ctx context.Context, bd backend.CtrlBackend, exportBase, 
 		if found {
 			exported = fromExport
 		}
-		slog.Error(fmt.Sprintf("user model_name: %s, exported_model_name: %s", modelName, exported))
+		slog.Error("the model name given differs from the exported one", "model_name", modelName, "exported_model_name", exported)
 	}
 	if modelName == "" {
 		return "", errkind.New(errkind.Precondition, "agentctl: Model name is None: none given and no %s node in %s", RemotePredictOp, exportBase)
@@ -156,7 +156,7 @@ func DeclareSavedModel(ctx context.Context, bd backend.CtrlBackend, exportBase, 
 			return "", err
 		}
 	}
-	slog.Info(fmt.Sprintf("declare saved_model for %s on path %s success", modelName, exportBase))
+	slog.Info("saved models declared", "model", modelName, "export_base", exportBase)
 	return modelName, nil
 }
 
@@ -203,10 +203,10 @@ func MapModelToLayout(ctx context.Context, bd backend.CtrlBackend, modelPattern,
 	for _, sg := range matched {
 		sm := backend.SavedModel{ModelName: model, SubGraph: sg}
 		if action == ActionPub {
-			slog.Info(fmt.Sprintf("publishing %s to %s", sm, layoutPath))
+			slog.Info("publishing", "saved_model", sm.String(), "layout", layoutPath)
 			err = bd.AddToLayout(ctx, layoutPath, sm)
 		} else {
-			slog.Info(fmt.Sprintf("deleting %s from %s", sm, layoutPath))
+			slog.Info("unpublishing", "saved_model", sm.String(), "layout", layoutPath)
 			err = bd.RemoveFromLayout(ctx, layoutPath, sm)
 		}
 		if err != nil {
