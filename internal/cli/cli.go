@@ -79,6 +79,21 @@ func Parse(name, description string, flags any, args []string, stdout, stderr io
 	return 0, false
 }
 
+// dedupe drops a "segment: " that repeats the one just before it ("agent v3: agent v3: x" ->
+// "agent v3: x"): layers that each name themselves while wrapping the same error would otherwise
+// print the name twice.
+func dedupe(msg string) string {
+	parts := strings.Split(msg, ": ")
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		if p == out[len(out)-1] && p != "" {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
+}
+
 // UsageError marks an error of the command line or of its input: exit status 2.
 type UsageError struct{ Err error }
 
@@ -95,7 +110,7 @@ func Exit(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, name+": "+strings.TrimPrefix(err.Error(), name+": "))
+	fmt.Fprintln(stderr, name+": "+dedupe(strings.TrimPrefix(err.Error(), name+": ")))
 	if errors.As(err, new(UsageError)) {
 		return 2
 	}

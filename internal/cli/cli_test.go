@@ -53,6 +53,8 @@ func TestExit(t *testing.T) {
 		{nil, 0, ""},
 		{errors.New("boom"), 1, "cmd: boom\n"},
 		{errors.New("cmd: already named"), 1, "cmd: already named\n"},
+		{errors.New("agent v3: agent v3: zookeeper: agent v3: x"), 1, "cmd: agent v3: zookeeper: agent v3: x\n"},
+		{errors.New("cmd: a: a: a: b"), 1, "cmd: a: b\n"},
 		{fmt.Errorf("read: %w", Usage(errors.New("bad file"))), 2, "cmd: read: bad file\n"},
 	} {
 		var errb bytes.Buffer
