@@ -247,7 +247,7 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			}
 		}
 		rec, err := r.cur.next()
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF {
 			if err := r.closeCur(); err != nil {
 				r.err = err
 				return Record{}, err
@@ -283,14 +283,16 @@ func (r *Reader) openNext(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Errors before the first record are at offset 0 of the file itself (a compressed file's
+	// header is its first bytes), so they leave Compression unset.
 	f, err := os.Open(name)
 	if err != nil {
-		return &FileError{File: name, Compression: r.opts.Compression, Err: err}
+		return &FileError{File: name, Err: err}
 	}
 	in, closeZ, err := decompress(f, r.opts.Compression)
 	if err != nil {
 		f.Close()
-		return &FileError{File: name, Compression: r.opts.Compression, Err: err}
+		return &FileError{File: name, Err: err}
 	}
 	of := &openFile{name: name, f: f, closeZ: closeZ}
 	switch r.opts.Framing {

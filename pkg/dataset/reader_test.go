@@ -357,7 +357,7 @@ func TestReadErrors(t *testing.T) {
 		{name: "missing file", content: nil, offset: 0, is: os.ErrNotExist, msg: "open: no such file or directory"},
 		{name: "directory", dir: true, offset: 0, msg: "is a directory"},
 		{name: "empty gzip file", content: []byte{}, opts: Options{Compression: GZIP}, is: tfrecord.ErrTruncated, msg: "gzip header"},
-		{name: "not gzip", content: tf, opts: Options{Compression: GZIP}, msg: "gzip header: gzip: invalid header"},
+		{name: "not gzip", content: tf, opts: Options{Compression: GZIP}, msg: "bad.data at offset 0: gzip header: gzip: invalid header"},
 		{name: "not zlib", content: tf, opts: Options{Compression: ZLIB}, msg: "zlib header: zlib: invalid header"},
 		{name: "truncated gzip stream", content: gz[:len(gz)-10], opts: Options{Compression: GZIP}, records: -1, is: tfrecord.ErrTruncated},
 		{name: "gzip checksum mismatch", content: gzBadCRC, opts: Options{Compression: GZIP}, records: 2, offset: int64(len(tf)), is: gzip.ErrChecksum},
