@@ -5,10 +5,12 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/agentsvc"
 	"github.com/monolith-go/monolith/parity/adapters/backend"
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
+	"github.com/monolith-go/monolith/parity/adapters/discovery"
 	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
 	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
 	"github.com/monolith-go/monolith/parity/adapters/replica"
 	"github.com/monolith-go/monolith/parity/adapters/tfsmonitor"
+	"github.com/monolith-go/monolith/parity/adapters/trainenv"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/adapters/zkmirror"
 	"github.com/monolith-go/monolith/parity/harness"
@@ -21,10 +23,12 @@ func RegisterAll(r *harness.Registry) {
 	agentsvc.Register(r)
 	backend.Register(r)
 	datadef.Register(r)
+	discovery.Register(r)
 	mockedtfserving.Register(r)
 	modelmgr.Register(r)
 	replica.Register(r)
 	tfsmonitor.Register(r)
+	trainenv.Register(r)
 	utils.Register(r)
 	zkmirror.Register(r)
 }

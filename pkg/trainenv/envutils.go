@@ -20,6 +20,6 @@ func ZKAuthData(env Env) []ZKAuth {
 	if auth == "" {
 		return nil
 	}
-	slog.Info("ZooKeeper digest credentials from ZK_AUTH are used")
+	slog.Debug("ZooKeeper digest credentials from ZK_AUTH are used")
 	return []ZKAuth{{Scheme: "digest", Credential: auth}}
 }

@@ -93,7 +93,7 @@ func New(ctx context.Context, env trainenv.Env, resolve trainenv.Resolver) (*Env
 			return nil, err
 		}
 		e.Port = port + e.Index
-		slog.Info("MLP environment under MPI", "size", e.mpiSize, "rank", e.Index, "port", e.Port)
+		slog.Debug("MLP environment under MPI", "size", e.mpiSize, "rank", e.Index, "port", e.Port)
 	} else {
 		if e.Index, err = e.getInt("MLP_ROLE_INDEX", 0); err != nil {
 			return nil, err

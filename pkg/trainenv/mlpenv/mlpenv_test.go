@@ -20,11 +20,11 @@ func psWorkerEnv(role string, index int, port int) trainenv.Env {
 		"MLP_ROLE": role, "MLP_ROLE_INDEX": strconv.Itoa(index), "MLP_PORT": strconv.Itoa(port),
 		"MLP_SSH_PORT": "2200", "MLP_FRAMEWORK": "tensorflow", "MLP_CPU": "8", "MLP_GPU": "0", "MLP_MEM": "16384",
 		"MLP_GPU_TYPE": "",
-		"MLP_PS_NUM": "2", "MLP_PS_0_HOST": "fdbd::1", "MLP_PS_0_PORT": "9000", "MLP_PS_0_PRIMARY_HOST": "127.0.1.1",
+		"MLP_PS_NUM":   "2", "MLP_PS_0_HOST": "fdbd::1", "MLP_PS_0_PORT": "9000", "MLP_PS_0_PRIMARY_HOST": "127.0.1.1",
 		"MLP_PS_1_HOST": "fdbd::2", "MLP_PS_1_PORT": "9001", "MLP_PS_1_PRIMARY_HOST": "127.0.1.2",
 		"MLP_PS_ALL_HOSTS": "fdbd::1,fdbd::2", "MLP_PS_ALL_PRIMARY_HOSTS": "127.0.1.1,127.0.1.2",
 		"MLP_PS_ALL_PRIMARY_ADDRS": "127.0.1.1:9000,127.0.1.2:9001",
-		"MLP_WORKER_NUM": "3", "MLP_WORKER_0_PORT": "9100", "MLP_WORKER_0_PRIMARY_HOST": "127.0.2.1",
+		"MLP_WORKER_NUM":           "3", "MLP_WORKER_0_PORT": "9100", "MLP_WORKER_0_PRIMARY_HOST": "127.0.2.1",
 		"MLP_WORKER_1_PORT": "9101", "MLP_WORKER_1_PRIMARY_HOST": "127.0.2.2",
 		"MLP_WORKER_2_PORT": "9102", "MLP_WORKER_2_PRIMARY_HOST": "127.0.2.3",
 		"YARN_INET_ADDR": "127.0.9.9", "CLOUDNATIVE_IGNORED": "x",
@@ -165,7 +165,10 @@ func TestReplicas(t *testing.T) {
 		{"host missing", func() (any, error) { h, ok := worker.ReplicaHost("ps", 7, true); return result{h, ok}, nil }, result{"", false}},
 		{"addr of own replica", func() (any, error) { a, ok, err := ps.ReplicaAddr("", NoIndex, true); return result{a, ok}, err }, result{"127.0.1.2:9001", true}},
 		{"addr non-primary in any case", func() (any, error) { a, ok, err := worker.ReplicaAddr("Ps", 1, false); return result{a, ok}, err }, result{"fdbd::2:9001", true}},
-		{"addr missing", func() (any, error) { a, ok, err := worker.ReplicaAddr("dispatcher", NoIndex, true); return result{a, ok}, err }, result{"", false}},
+		{"addr missing", func() (any, error) {
+			a, ok, err := worker.ReplicaAddr("dispatcher", NoIndex, true)
+			return result{a, ok}, err
+		}, result{"", false}},
 		{"MPI worker addr: machine 5/4, port +5", func() (any, error) { a, ok, err := mpi.ReplicaAddr("worker", 5, true); return result{a, ok}, err }, result{"127.0.3.2:9205", true}},
 		{"MPI own addr", func() (any, error) { a, ok, err := mpi.ReplicaAddr("", NoIndex, true); return result{a, ok}, err }, result{"127.0.3.2:9205", true}},
 		{"MPI worker 2 is on machine 0", func() (any, error) { a, ok, err := mpi.ReplicaAddr("worker", 2, true); return result{a, ok}, err }, result{"127.0.3.1:9202", true}},
