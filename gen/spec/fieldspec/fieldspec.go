@@ -13,6 +13,8 @@ const (
 	Float
 	String
 	StringList
+	// StringMap is a str -> str dict (map[string]string, nil for None).
+	StringMap
 )
 
 func (t Type) String() string {
@@ -27,6 +29,8 @@ func (t Type) String() string {
 		return "string"
 	case StringList:
 		return "string_list"
+	case StringMap:
+		return "string_map"
 	}
 	return "unknown"
 }

@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/monolith-go/monolith/tools/specgen/spec"
@@ -10,16 +11,22 @@ import (
 
 func fieldType(f *spec.Field) string {
 	t := spec.GoScalarType(f.Type)
-	if f.Optional && f.Type != spec.TypeStringList {
+	if f.Optional && !isCollection(f) {
 		return "*" + t
 	}
 	return t
 }
 
+// isCollection reports whether f's Go type is nil-able itself (a slice or a map), so that optional
+// needs no pointer.
+func isCollection(f *spec.Field) bool {
+	return f.Type == spec.TypeStringList || f.Type == spec.TypeStringMap
+}
+
 func typeConst(t string) string {
 	return map[string]string{spec.TypeBool: "fieldspec.Bool", spec.TypeInt: "fieldspec.Int",
 		spec.TypeFloat: "fieldspec.Float", spec.TypeString: "fieldspec.String",
-		spec.TypeStringList: "fieldspec.StringList"}[t]
+		spec.TypeStringList: "fieldspec.StringList", spec.TypeStringMap: "fieldspec.StringMap"}[t]
 }
 
 // pyDefault renders the default as Python prints it, for documentation and reports.
@@ -30,7 +37,7 @@ func pyDefault(f *spec.Field) string {
 			return "None"
 		}
 		return map[string]string{spec.TypeBool: "False", spec.TypeInt: "0", spec.TypeFloat: "0.0",
-			spec.TypeString: "''", spec.TypeStringList: "[]"}[f.Type]
+			spec.TypeString: "''", spec.TypeStringList: "[]", spec.TypeStringMap: "{}"}[f.Type]
 	}
 	if n.Tag == "!!null" {
 		return "None"
@@ -59,49 +66,99 @@ func comment(b *bytes.Buffer, indent, text string) {
 	}
 }
 
-// allFields returns c's fields with embedded configs' fields first, as Python dataclass inheritance orders them.
-func allFields(s *spec.Spec, c *spec.Config) []*spec.Field {
+// allFields returns c's fields with embedded configs' fields first, as Python dataclass inheritance
+// orders them; embedded configs of other specs are looked up in all.
+func allFields(all []*spec.Spec, s *spec.Spec, c *spec.Config) ([]*spec.Field, error) {
 	var out []*spec.Field
 	for _, e := range c.Embeds {
-		for i := range s.Configs {
-			if s.Configs[i].Name == e {
-				out = append(out, allFields(s, &s.Configs[i])...)
-			}
+		es, ec, err := spec.Lookup(all, s, e)
+		if err != nil {
+			return nil, err
 		}
+		fs, err := allFields(all, es, ec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
 	}
 	for i := range c.Fields {
 		out = append(out, &c.Fields[i])
 	}
-	return out
+	return out, nil
 }
 
-func renderConfigs(s *spec.Spec, pkg string) ([]byte, error) {
+// embedded is how generated code refers to an embedded config: its Go type, and its field name in
+// the embedding struct.
+type embedded struct {
+	typ, field string
+	foreign    bool
+}
+
+func embeddedConfigs(all []*spec.Spec, s *spec.Spec, c *spec.Config) ([]embedded, map[string]string, error) {
+	var out []embedded
+	imports := map[string]string{}
+	for _, e := range c.Embeds {
+		if !spec.IsForeignEmbed(e) {
+			out = append(out, embedded{typ: e, field: e})
+			continue
+		}
+		es, ec, err := spec.Lookup(all, s, e)
+		if err != nil {
+			return nil, nil, err
+		}
+		pkg := PackageName(es)
+		imports[pkg] = ModulePath + "/" + PackageDir(es)
+		out = append(out, embedded{typ: pkg + "." + ec.Name, field: ec.Name, foreign: true})
+	}
+	return out, imports, nil
+}
+
+func renderConfigs(all []*spec.Spec, s *spec.Spec, pkg string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
+	imports := map[string]string{}
+	for i := range s.Configs {
+		_, im, err := embeddedConfigs(all, s, &s.Configs[i])
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", s.Configs[i].Name, err)
+		}
+		for k, v := range im {
+			imports[k] = v
+		}
+	}
 	stringsImport := ""
 	if usesOneOf(s) {
 		stringsImport = "\t\"strings\"\n"
 	}
-	fmt.Fprintf(&b, "\npackage %s\n\nimport (\n\t\"fmt\"\n%s\n\t\"%s/gen/spec/fieldspec\"\n)\n\n", pkg, stringsImport, ModulePath)
+	var local []string
+	for name, path := range imports {
+		local = append(local, fmt.Sprintf("\t%s %q\n", name, path))
+	}
+	sort.Strings(local)
+	fmt.Fprintf(&b, "\npackage %s\n\nimport (\n\t\"fmt\"\n%s\n\t\"%s/gen/spec/fieldspec\"\n%s)\n\n", pkg, stringsImport, ModulePath, strings.Join(local, ""))
 	b.WriteString("func ptr[T any](v T) *T { return &v }\n\n")
 	for i := range s.Configs {
 		c := &s.Configs[i]
-		if err := renderConfig(&b, s, c); err != nil {
+		if err := renderConfig(&b, all, s, c); err != nil {
 			return nil, fmt.Errorf("config %s: %w", c.Name, err)
 		}
 	}
 	return gofmt("config.go", b.Bytes())
 }
 
-func renderConfig(b *bytes.Buffer, s *spec.Spec, c *spec.Config) error {
+func renderConfig(b *bytes.Buffer, all []*spec.Spec, s *spec.Spec, c *spec.Config) error {
+	embeds, _, err := embeddedConfigs(all, s, c)
+	if err != nil {
+		return err
+	}
 	if c.Doc != "" {
 		comment(b, "", c.Name+": "+c.Doc)
 	} else {
 		fmt.Fprintf(b, "// %s is declared in specs/%s.\n", c.Name, s.Path)
 	}
 	fmt.Fprintf(b, "type %s struct {\n", c.Name)
-	for _, e := range c.Embeds {
-		fmt.Fprintf(b, "\t%s\n", e)
+	for _, e := range embeds {
+		fmt.Fprintf(b, "\t%s\n", e.typ)
 	}
 	for i := range c.Fields {
 		f := &c.Fields[i]
@@ -117,8 +174,8 @@ func renderConfig(b *bytes.Buffer, s *spec.Spec, c *spec.Config) error {
 
 	// Defaults.
 	fmt.Fprintf(b, "// Default%s returns %s with the spec's defaults.\nfunc Default%s() %s {\n\treturn %s{\n", c.Name, c.Name, c.Name, c.Name, c.Name)
-	for _, e := range c.Embeds {
-		fmt.Fprintf(b, "\t\t%s: Default%s(),\n", e, e)
+	for _, e := range embeds {
+		fmt.Fprintf(b, "\t\t%s: %s(),\n", e.field, strings.Replace(e.typ, e.field, "Default"+e.field, 1))
 	}
 	for i := range c.Fields {
 		f := &c.Fields[i]
@@ -133,9 +190,12 @@ func renderConfig(b *bytes.Buffer, s *spec.Spec, c *spec.Config) error {
 	b.WriteString("\t}\n}\n\n")
 
 	// Field table.
-	all := allFields(s, c)
+	fields, err := allFields(all, s, c)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(b, "// %sFields describes %s's fields in declaration order (embedded configs first).\nvar %sFields = []fieldspec.Field{\n", c.Name, c.Name, c.Name)
-	for _, f := range all {
+	for _, f := range fields {
 		fmt.Fprintf(b, "\t{Name: %q, GoName: %q, Type: %s, Optional: %v, Default: %q", f.Name, f.GoIdent(), typeConst(f.Type), f.Optional, pyDefault(f))
 		if len(f.Aliases) > 0 {
 			fmt.Fprintf(b, ", Aliases: %#v", f.Aliases)
@@ -164,9 +224,9 @@ func renderConfig(b *bytes.Buffer, s *spec.Spec, c *spec.Config) error {
 		t := spec.GoScalarType(f.Type)
 		fmt.Fprintf(b, "\tcase %q:\n", f.Name)
 		switch {
-		case f.Type == spec.TypeStringList:
+		case isCollection(f):
 			fmt.Fprintf(b, "\t\tif v == nil {\n\t\t\tc.%s = nil\n\t\t\treturn true, nil\n\t\t}\n", f.GoIdent())
-			fmt.Fprintf(b, "\t\tx, ok := v.([]string)\n\t\tif !ok {\n\t\t\treturn true, fmt.Errorf(\"%s.%s: want []string, got %%T\", v)\n\t\t}\n\t\tc.%s = x\n", c.Name, f.Name, f.GoIdent())
+			fmt.Fprintf(b, "\t\tx, ok := v.(%s)\n\t\tif !ok {\n\t\t\treturn true, fmt.Errorf(\"%s.%s: want %s, got %%T\", v)\n\t\t}\n\t\tc.%s = x\n", t, c.Name, f.Name, t, f.GoIdent())
 		case f.Optional:
 			fmt.Fprintf(b, "\t\tif v == nil {\n\t\t\tc.%s = nil\n\t\t\treturn true, nil\n\t\t}\n", f.GoIdent())
 			fmt.Fprintf(b, "\t\tx, ok := v.(%s)\n\t\tif !ok {\n\t\t\treturn true, fmt.Errorf(\"%s.%s: want %s, got %%T\", v)\n\t\t}\n\t\tc.%s = &x\n", t, c.Name, f.Name, t, f.GoIdent())
@@ -176,8 +236,13 @@ func renderConfig(b *bytes.Buffer, s *spec.Spec, c *spec.Config) error {
 		b.WriteString("\t\treturn true, nil\n")
 	}
 	b.WriteString("\t}\n")
-	for _, e := range c.Embeds {
-		fmt.Fprintf(b, "\tif ok, err := c.%s.setField(name, v); ok {\n\t\treturn true, err\n\t}\n", e)
+	for _, e := range embeds {
+		if e.foreign {
+			// Another package's config: only its exported Get and Set are reachable.
+			fmt.Fprintf(b, "\tif _, ok := c.%s.Get(name); ok {\n\t\treturn true, c.%s.Set(name, v)\n\t}\n", e.field, e.field)
+			continue
+		}
+		fmt.Fprintf(b, "\tif ok, err := c.%s.setField(name, v); ok {\n\t\treturn true, err\n\t}\n", e.field)
 	}
 	b.WriteString("\treturn false, nil\n}\n\n")
 
@@ -186,17 +251,17 @@ func renderConfig(b *bytes.Buffer, s *spec.Spec, c *spec.Config) error {
 	for i := range c.Fields {
 		f := &c.Fields[i]
 		fmt.Fprintf(b, "\tcase %q:\n", f.Name)
-		if f.Optional && f.Type != spec.TypeStringList {
+		if f.Optional && !isCollection(f) {
 			fmt.Fprintf(b, "\t\tif c.%s == nil {\n\t\t\treturn nil, true\n\t\t}\n\t\treturn *c.%s, true\n", f.GoIdent(), f.GoIdent())
-		} else if f.Type == spec.TypeStringList {
+		} else if isCollection(f) {
 			fmt.Fprintf(b, "\t\tif c.%s == nil {\n\t\t\treturn nil, true\n\t\t}\n\t\treturn c.%s, true\n", f.GoIdent(), f.GoIdent())
 		} else {
 			fmt.Fprintf(b, "\t\treturn c.%s, true\n", f.GoIdent())
 		}
 	}
 	b.WriteString("\t}\n")
-	for _, e := range c.Embeds {
-		fmt.Fprintf(b, "\tif v, ok := c.%s.Get(name); ok {\n\t\treturn v, true\n\t}\n", e)
+	for _, e := range embeds {
+		fmt.Fprintf(b, "\tif v, ok := c.%s.Get(name); ok {\n\t\treturn v, true\n\t}\n", e.field)
 	}
 	b.WriteString("\treturn nil, false\n}\n\n")
 
@@ -234,8 +299,8 @@ func (c *%[1]s) Load(raw map[string]fieldspec.RawValue, conv fieldspec.Converter
 
 	// Validate.
 	fmt.Fprintf(b, "// Validate checks the rules the spec declares (one_of, min, max); a violation is a\n// *fieldspec.FieldError naming the field.\nfunc (c *%s) Validate() error {\n", c.Name)
-	for _, e := range c.Embeds {
-		fmt.Fprintf(b, "\tif err := c.%s.Validate(); err != nil {\n\t\treturn err\n\t}\n", e)
+	for _, e := range embeds {
+		fmt.Fprintf(b, "\tif err := c.%s.Validate(); err != nil {\n\t\treturn err\n\t}\n", e.field)
 	}
 	for i := range c.Fields {
 		f := &c.Fields[i]
@@ -244,7 +309,7 @@ func (c *%[1]s) Load(raw map[string]fieldspec.RawValue, conv fieldspec.Converter
 		}
 		deref := "c." + f.GoIdent()
 		guard := ""
-		if f.Optional && f.Type != spec.TypeStringList {
+		if f.Optional && !isCollection(f) {
 			guard = "c." + f.GoIdent() + " != nil && "
 			deref = "*c." + f.GoIdent()
 		}

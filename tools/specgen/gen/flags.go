@@ -34,7 +34,10 @@ func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 		for j := range fs.Flags {
 			f := &fs.Flags[j]
 			goType := map[string]string{spec.FlagString: "string", spec.FlagPath: "string", spec.FlagEnum: "string",
-				spec.FlagInt: "int", spec.FlagBool: "bool", spec.FlagDuration: "time.Duration"}[f.Type]
+				spec.FlagInt: "int", spec.FlagFloat: "float64", spec.FlagBool: "bool", spec.FlagDuration: "time.Duration"}[f.Type]
+			if f.Optional {
+				goType = "*" + goType
+			}
 			help := f.Help
 			if f.Default != nil && f.Default.Tag != "!!null" && f.Default.Value != "" {
 				// kong interpolates ${default} so --help shows it.

@@ -39,7 +39,7 @@ func Generate(root string, specs []*spec.Spec) (Files, error) {
 	for _, s := range spec.Sorted(specs) {
 		dir := PackageDir(s)
 		pkg := PackageName(s)
-		src, err := renderPackage(s, pkg)
+		src, err := renderPackage(specs, s, pkg)
 		if err != nil {
 			return nil, fmt.Errorf("specs/%s: %w", s.Path, err)
 		}
@@ -102,7 +102,7 @@ func gofmt(name string, b []byte) ([]byte, error) {
 	return out, nil
 }
 
-func renderPackage(s *spec.Spec, pkg string) (map[string][]byte, error) {
+func renderPackage(all []*spec.Spec, s *spec.Spec, pkg string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	var b bytes.Buffer
 	b.WriteString(header)
@@ -115,7 +115,7 @@ func renderPackage(s *spec.Spec, pkg string) (map[string][]byte, error) {
 	}
 	files["spec.go"] = src
 	if len(s.Configs) > 0 {
-		src, err := renderConfigs(s, pkg)
+		src, err := renderConfigs(all, s, pkg)
 		if err != nil {
 			return nil, err
 		}

@@ -109,3 +109,65 @@ func TestSpecChangeChangesOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignEmbedAndNewTypes generates a config embedding another spec's config (its own package),
+// a string_map field, and float and optional flags.
+func TestForeignEmbedAndNewTypes(t *testing.T) {
+	base, err := spec.Parse("specs/x/base.yaml", []byte(`module: monolith/x/base.py
+go_package: pkg/demo
+configs:
+  - name: Base
+    fields:
+      - {name: model_dir, type: string, default: ""}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.Path = "x/base.yaml"
+	derived, err := spec.Parse("specs/y/derived.yaml", []byte(`module: monolith/y/derived.py
+go_package: pkg/demo
+configs:
+  - name: Derived
+    embeds: [x/base.yaml#Base]
+    fields:
+      - {name: alias_map, type: string_map, optional: true}
+flags:
+  - command: demo
+    go_name: DemoFlags
+    flags:
+      - {name: ratio, type: float, default: 1.5, help: a ratio}
+      - {name: steps, type: int, optional: true, help: steps}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived.Path = "y/derived.yaml"
+	files, err := Generate(t.TempDir(), []*spec.Spec{base, derived})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(files["gen/spec/y/derived/config.go"])
+	for _, want := range []string{
+		`basespec "github.com/monolith-go/monolith/gen/spec/x/base"`,
+		"\tbasespec.Base\n",
+		"Base: basespec.DefaultBase(),",
+		"AliasMap map[string]string",
+		`{Name: "model_dir", GoName: "ModelDir", Type: fieldspec.String`,
+		`{Name: "alias_map", GoName: "AliasMap", Type: fieldspec.StringMap, Optional: true, Default: "None"`,
+		"if _, ok := c.Base.Get(name); ok {\n\t\treturn true, c.Base.Set(name, v)",
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config.go lacks %q:\n%s", want, cfg)
+		}
+	}
+	flags := string(files["gen/spec/y/derived/flags.go"])
+	for _, want := range []string{"Ratio float64 `name:\"ratio\"", "Steps *int    `name:\"steps\" help:\"steps\"`"} {
+		if !strings.Contains(flags, want) {
+			t.Errorf("flags.go lacks %q:\n%s", want, flags)
+		}
+	}
+	build := string(files["gen/spec/y/derived/BUILD.bazel"])
+	if !strings.Contains(build, `"//gen/spec/x/base"`) {
+		t.Errorf("BUILD.bazel lacks the embedded package's dep:\n%s", build)
+	}
+}

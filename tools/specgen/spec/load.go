@@ -48,5 +48,8 @@ func LoadDir(dir string) ([]*Spec, error) {
 		}
 		seen[s.Module] = s.Path
 	}
+	if err := ResolveEmbeds(specs); err != nil {
+		return nil, err
+	}
 	return Sorted(specs), nil
 }

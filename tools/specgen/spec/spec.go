@@ -30,8 +30,10 @@ type Spec struct {
 
 // Config is a typed configuration struct (a Python dataclass).
 type Config struct {
-	Name   string   `yaml:"name" required:"true"`
-	Doc    string   `yaml:"doc"`
+	Name string `yaml:"name" required:"true"`
+	Doc  string `yaml:"doc"`
+	// Embeds names the configs whose fields come first (Python base classes): a config of the same
+	// spec by name, or one of another spec as <spec path>#<name> (native_training/cpu_training.yaml#C).
 	Embeds []string `yaml:"embeds"`
 	Fields []Field  `yaml:"fields" required:"true"`
 	Line   int      `yaml:"-"`
@@ -44,6 +46,8 @@ const (
 	TypeFloat      = "float"
 	TypeString     = "string"
 	TypeStringList = "string_list"
+	// TypeStringMap is a str -> str dict; it is always optional (nil is None) and has no default.
+	TypeStringMap = "string_map"
 )
 
 // Env precedences.
@@ -102,6 +106,7 @@ const (
 	FlagString   = "string"
 	FlagPath     = "path"
 	FlagInt      = "int"
+	FlagFloat    = "float"
 	FlagBool     = "bool"
 	FlagDuration = "duration"
 	FlagEnum     = "enum"
@@ -117,7 +122,9 @@ type Flag struct {
 	Env     string     `yaml:"env"`
 	Enum    []string   `yaml:"enum"`
 	Short   string     `yaml:"short"`
-	Line    int        `yaml:"-"`
+	// Optional flags default to unset (Python None): a pointer in Go, nil unless given.
+	Optional bool `yaml:"optional"`
+	Line     int  `yaml:"-"`
 }
 
 // Golden is a family of Go golden cases: each <name>.input file under Dir is passed to Func (a
@@ -261,6 +268,12 @@ func validate(file string, s *Spec) error {
 		c := &s.Configs[i]
 		seen := map[string]int{}
 		for _, e := range c.Embeds {
+			if IsForeignEmbed(e) {
+				if _, _, err := SplitForeignEmbed(e); err != nil {
+					return errAt(c.Line, "config %q: %v", c.Name, err)
+				}
+				continue // resolved across files by ResolveEmbeds
+			}
 			ec := configs[e]
 			if ec == nil {
 				return errAt(c.Line, "config %q: embeds unknown config %q", c.Name, e)
@@ -302,7 +315,7 @@ func validate(file string, s *Spec) error {
 			}
 			names[f.Name] = f.Line
 			switch f.Type {
-			case FlagString, FlagPath, FlagInt, FlagBool, FlagDuration:
+			case FlagString, FlagPath, FlagInt, FlagFloat, FlagBool, FlagDuration:
 				if len(f.Enum) > 0 {
 					return errAt(f.Line, "flag %q: enum values given for type %s", f.Name, f.Type)
 				}
@@ -311,10 +324,13 @@ func validate(file string, s *Spec) error {
 					return errAt(f.Line, "flag %q: type enum needs enum values", f.Name)
 				}
 			default:
-				return errAt(f.Line, "flag %q: unknown type %q (want string, path, int, bool, duration or enum)", f.Name, f.Type)
+				return errAt(f.Line, "flag %q: unknown type %q (want string, path, int, float, bool, duration or enum)", f.Name, f.Type)
 			}
 			if f.Default != nil && f.Default.Kind != yaml.ScalarNode {
 				return errAt(f.Line, "flag %q: default must be a scalar", f.Name)
+			}
+			if f.Optional && f.Default != nil && f.Default.Tag != "!!null" {
+				return errAt(f.Line, "flag %q: an optional flag has no default (it is unset unless given)", f.Name)
 			}
 		}
 	}
@@ -362,8 +378,12 @@ func validate(file string, s *Spec) error {
 func validateField(f *Field) error {
 	switch f.Type {
 	case TypeBool, TypeInt, TypeFloat, TypeString, TypeStringList:
+	case TypeStringMap:
+		if !f.Optional {
+			return fmt.Errorf("a string_map is optional (None when unset): set optional: true")
+		}
 	default:
-		return fmt.Errorf("unknown type %q (want bool, int, float, string or string_list)", f.Type)
+		return fmt.Errorf("unknown type %q (want bool, int, float, string, string_list or string_map)", f.Type)
 	}
 	if f.Expr != "" && f.Expr != "arithmetic" {
 		return fmt.Errorf("expr %q: only arithmetic is supported", f.Expr)
@@ -414,6 +434,9 @@ func DefaultLiteral(f *Field) (string, error) {
 		default:
 			return "nil", nil
 		}
+	}
+	if f.Type == TypeStringMap {
+		return "", fmt.Errorf("a string_map's default is null")
 	}
 	if f.Type == TypeStringList {
 		if n.Kind != yaml.SequenceNode {
@@ -474,9 +497,90 @@ func GoScalarType(t string) string {
 		return "float64"
 	case TypeString:
 		return "string"
+	case TypeStringMap:
+		return "map[string]string"
 	default:
 		return "[]string"
 	}
+}
+
+// IsForeignEmbed reports whether an embeds entry names a config of another spec (<path>#<name>).
+func IsForeignEmbed(e string) bool { return strings.Contains(e, "#") }
+
+// SplitForeignEmbed splits <spec path>#<config name>.
+func SplitForeignEmbed(e string) (specPath, config string, err error) {
+	specPath, config, _ = strings.Cut(e, "#")
+	if !strings.HasSuffix(specPath, ".yaml") || config == "" || strings.HasPrefix(specPath, "/") || strings.Contains(specPath, "..") {
+		return "", "", fmt.Errorf("embeds %q: want <spec path relative to specs/>.yaml#<config>", e)
+	}
+	return specPath, config, nil
+}
+
+// Lookup finds the config an embeds entry of spec s names, in s or (for <path>#<name>) in the spec
+// of that path among specs.
+func Lookup(specs []*Spec, s *Spec, embed string) (*Spec, *Config, error) {
+	owner, name := s, embed
+	if IsForeignEmbed(embed) {
+		p, c, err := SplitForeignEmbed(embed)
+		if err != nil {
+			return nil, nil, err
+		}
+		owner, name = nil, c
+		for _, o := range specs {
+			if o.Path == p {
+				owner = o
+			}
+		}
+		if owner == nil {
+			return nil, nil, fmt.Errorf("embeds %q: no spec specs/%s", embed, p)
+		}
+	}
+	for i := range owner.Configs {
+		if owner.Configs[i].Name == name {
+			return owner, &owner.Configs[i], nil
+		}
+	}
+	return nil, nil, fmt.Errorf("embeds %q: specs/%s has no config %q", embed, owner.Path, name)
+}
+
+// ResolveEmbeds checks the embeds of every config across specs: each names an existing config, no
+// config embeds itself (directly or not), and no field name appears twice in a config's fields with
+// those of its embedded configs.
+func ResolveEmbeds(specs []*Spec) error {
+	for _, s := range specs {
+		for i := range s.Configs {
+			c := &s.Configs[i]
+			seen := map[string]string{}
+			if err := collectFields(specs, s, c, seen, map[*Config]bool{}); err != nil {
+				return &Error{File: "specs/" + s.Path, Line: c.Line, Msg: fmt.Sprintf("config %q: %v", c.Name, err)}
+			}
+		}
+	}
+	return nil
+}
+
+func collectFields(specs []*Spec, s *Spec, c *Config, seen map[string]string, path map[*Config]bool) error {
+	if path[c] {
+		return fmt.Errorf("embeds itself through %q", c.Name)
+	}
+	path[c] = true
+	defer delete(path, c)
+	for _, e := range c.Embeds {
+		es, ec, err := Lookup(specs, s, e)
+		if err != nil {
+			return err
+		}
+		if err := collectFields(specs, es, ec, seen, path); err != nil {
+			return err
+		}
+	}
+	for _, f := range c.Fields {
+		if prev, ok := seen[f.Name]; ok {
+			return fmt.Errorf("field %q of %s is also in %s", f.Name, c.Name, prev)
+		}
+		seen[f.Name] = c.Name
+	}
+	return nil
 }
 
 // Sorted returns the specs ordered by Path.

@@ -23,7 +23,11 @@ func TestParseErrors(t *testing.T) {
 		{"status without why", head + "parity:\n  - {symbol: f, status: different}\n", `parity "f": status different needs a why`},
 		{"unknown status", head + "parity:\n  - {symbol: f, status: done}\n", `unknown status "done"`},
 		{"declared twice", head + "parity:\n  - symbol: f\n    status: ported\n    declared:\n      - {case: c, why: x}\n      - {case: c, why: y}\n", `case "c" declared twice`},
-		{"bad flag type", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: x, type: float, help: h}\n", `unknown type "float"`},
+		{"bad flag type", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: x, type: complex, help: h}\n", `unknown type "complex"`},
+		{"optional flag with default", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: x, type: int, optional: true, default: 3, help: h}\n", `flag "x": an optional flag has no default`},
+		{"string_map not optional", head + "configs:\n  - name: C\n    fields:\n      - {name: m, type: string_map}\n", `a string_map is optional`},
+		{"string_map default", head + "configs:\n  - name: C\n    fields:\n      - {name: m, type: string_map, optional: true, default: x}\n", `a string_map's default is null`},
+		{"bad foreign embed", head + "configs:\n  - name: C\n    embeds: [other#B]\n    fields:\n      - {name: a, type: int}\n", `want <spec path relative to specs/>.yaml#<config>`},
 		{"alias", "&a x: 1\n", `unknown key "x"`},
 		{"bad yaml", head + "configs: [\n", `specs/t.yaml:`},
 	}
@@ -62,5 +66,42 @@ configs:
 	}
 	if Camel("tfs_ps_http_port") != "TFSPSHTTPPort" || Camel("replica_id") != "ReplicaID" {
 		t.Fatal("Camel initialisms")
+	}
+}
+
+func TestResolveEmbeds(t *testing.T) {
+	parse := func(path, body string) *Spec {
+		t.Helper()
+		s, err := Parse("specs/"+path, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Path = path
+		return s
+	}
+	base := parse("a/base.yaml", "module: monolith/a/base.py\ngo_package: pkg/a\nconfigs:\n  - name: B\n    fields:\n      - {name: x, type: int}\n")
+	tests := []struct {
+		name, body, want string
+	}{
+		{"ok", "configs:\n  - name: C\n    embeds: [a/base.yaml#B]\n    fields:\n      - {name: y, type: int}\n", ""},
+		{"unknown spec", "configs:\n  - name: C\n    embeds: [a/none.yaml#B]\n    fields:\n      - {name: y, type: int}\n", `no spec specs/a/none.yaml`},
+		{"unknown config", "configs:\n  - name: C\n    embeds: [a/base.yaml#Z]\n    fields:\n      - {name: y, type: int}\n", `specs/a/base.yaml has no config "Z"`},
+		{"duplicate field", "configs:\n  - name: C\n    embeds: [a/base.yaml#B]\n    fields:\n      - {name: x, type: int}\n", `field "x" of C is also in B`},
+		{"cycle", "configs:\n  - name: C\n    embeds: [b/c.yaml#C]\n    fields:\n      - {name: y, type: int}\n", `embeds itself`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := parse("b/c.yaml", "module: monolith/b/c.py\ngo_package: pkg/b\n"+tc.body)
+			err := ResolveEmbeds([]*Spec{base, c})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ResolveEmbeds = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
