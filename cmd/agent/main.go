@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	agentspec "github.com/monolith-go/monolith/gen/spec/agent_service/agent"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
@@ -97,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		err = agentrun.Main(ctx, agentrun.Options{
 			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log, RecentErrors: ring,
 			TFSBinary: c.TFSBinary, TFSBinaryFrom: "--tfs_binary", TFSDir: c.TFSDir,
+			ZKSessionTimeout: c.ZKSessionTimeout, ZKConnectTimeout: zkConnectTimeout(c.ZKConnectTimeout),
 			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
 		})
 	}
@@ -104,6 +106,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintf(stdout, "agent stopped (%v)\n", context.Cause(ctx))
 	}
 	return exitCode(err, stderr)
+}
+
+// zkConnectTimeout maps --zk_connect_timeout to zkreal's: 0 on the command line waits forever,
+// which zkreal spells as a negative timeout (its 0 is the default).
+func zkConnectTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // exitCode prints err as one line and maps it to the exit status: a configuration error is a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -257,6 +258,32 @@ func TestConf(t *testing.T) {
 			kids, _ := ctl.Children(ctx, "/cli/binding/m/entry")
 			return len(kids) == 0
 		})
+	})
+	t.Run("zookeeper unreachable", func(t *testing.T) {
+		leakcheck.Check(t)
+		// A port nothing listens on: the agent gives up after --zk_connect_timeout, logging the
+		// failed attempts (it used to wait forever, silent at INFO).
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := ln.Addr().String()
+		ln.Close()
+		bad := filepath.Join(dir, "unreachable.conf")
+		text := fmt.Sprintf("bzid cli\ndeploy_type unified\nagent_version 3\nzk_servers %s\nlayout_pattern l\n", closed)
+		if err := os.WriteFile(bad, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr syncbuf.Buffer
+		code := run(ctx, []string{"--conf", bad, "--tfs_binary", faketfsbin.Path(t), "--tfs_log", filepath.Join(dir, "tfs.log"),
+			"--zk_connect_timeout=1500ms", "--log_format=json"}, &stdout, &stderr, nil)
+		out := stderr.String()
+		if code != 1 || !strings.Contains(out, "no ZooKeeper session within the connect timeout") || !strings.Contains(out, closed) {
+			t.Errorf("exit %d, stderr:\n%s", code, out)
+		}
+		if !strings.Contains(out, `"level":"WARN"`) {
+			t.Errorf("no WARN line for the failed connects:\n%s", out)
+		}
 	})
 	t.Run("tf serving binary missing", func(t *testing.T) {
 		leakcheck.Check(t)

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	agentbase "github.com/monolith-go/monolith/pkg/agent/base"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
@@ -45,6 +46,9 @@ type Params struct {
 	// defaults, $MONOLITH_TFS_BINARY and $MONOLITH_TFS_DIR first); TFSBinaryFrom names where the
 	// binary came from in a not-found error (a command's flag).
 	TFSBinary, TFSBinaryFrom, TFSDir string
+	// ZKSessionTimeout and ZKConnectTimeout configure the agent's ZooKeeper session (0: zkreal's
+	// defaults; a negative connect timeout waits without bound).
+	ZKSessionTimeout, ZKConnectTimeout time.Duration
 }
 
 // Constructor builds the agent of one agent_version.
@@ -111,13 +115,14 @@ func (r *Registry) New(p Params) (Agent, error) {
 // zk_servers.
 func NewV3(p Params) (Agent, error) {
 	return agentv3.New(p.Config, agentv3.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Metrics: p.Metrics, Logger: p.Logger,
-		TFSBinary: p.TFSBinary, TFSBinaryFrom: p.TFSBinaryFrom, TFSDir: p.TFSDir})
+		TFSBinary: p.TFSBinary, TFSBinaryFrom: p.TFSBinaryFrom, TFSDir: p.TFSDir,
+		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout})
 }
 
 // NewV1 builds agent v1 with its defaults.
 func NewV1(p Params) (Agent, error) {
 	a, err := agentv1.New(p.Config, agentv1.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Logger: p.Logger,
-		TFSBinary: p.TFSBinary, Dir: p.TFSDir})
+		TFSBinary: p.TFSBinary, Dir: p.TFSDir, ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -94,8 +94,10 @@ type Options struct {
 	// RecentErrors, when set, holds the log's recent WARN and ERROR records (Logger's handler
 	// tees into it) for /status and the status page.
 	RecentErrors *agentstatus.ErrorRing
-	// TFSBinary, TFSBinaryFrom and TFSDir go to the agent (Params).
-	TFSBinary, TFSBinaryFrom, TFSDir string
+	// TFSBinary, TFSBinaryFrom, TFSDir, ZKSessionTimeout and ZKConnectTimeout go to the agent
+	// (Params).
+	TFSBinary, TFSBinaryFrom, TFSDir   string
+	ZKSessionTimeout, ZKConnectTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -248,7 +250,8 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 	}
 	confPath := pathutil.Dirname(o.ConfFile)
 	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log,
-		TFSBinary: o.TFSBinary, TFSBinaryFrom: o.TFSBinaryFrom, TFSDir: o.TFSDir})
+		TFSBinary: o.TFSBinary, TFSBinaryFrom: o.TFSBinaryFrom, TFSDir: o.TFSDir,
+		ZKSessionTimeout: o.ZKSessionTimeout, ZKConnectTimeout: o.ZKConnectTimeout})
 	if err != nil {
 		if isConfigKind(err) {
 			return &ConfigError{err}

@@ -41,8 +41,9 @@ type Options struct {
 	// ZK is the ZooKeeper session to use; the agent neither starts nor closes it. nil: the agent
 	// connects to the config's zk_servers in Start and closes the session in Stop.
 	ZK zk.Client
-	// ZKSessionTimeout is the session timeout of the agent's own session (default: zkreal's).
-	ZKSessionTimeout time.Duration
+	// ZKSessionTimeout is the session timeout of the agent's own session (default: zkreal's);
+	// ZKConnectTimeout bounds its first connect (0: zkreal's default, negative: no bound).
+	ZKSessionTimeout, ZKConnectTimeout time.Duration
 	// Replica configures the replica manager.
 	Replica replica.ManagerOptions
 	// Timing of the process nodes (see TimingFor for the defaults).
@@ -225,7 +226,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if a.opts.ZK != nil {
 		a.zk = a.opts.ZK
 	} else {
-		c, err := dialZK(ctx, a.conf, a.opts.ZKSessionTimeout, a.opts.Logger)
+		c, err := dialZK(ctx, a.conf, a.opts.ZKSessionTimeout, a.opts.ZKConnectTimeout, a.opts.Logger)
 		if err != nil {
 			return err
 		}
@@ -334,9 +335,9 @@ func (a *Agent) teardownLocked() {
 }
 
 // dialZK connects to conf's zk_servers, kazoo's hosts string "host:port,host:port[/chroot]".
-func dialZK(ctx context.Context, conf *agentconf.AgentConfig, timeout time.Duration, log *slog.Logger) (zk.Client, error) {
+func dialZK(ctx context.Context, conf *agentconf.AgentConfig, timeout, connectTimeout time.Duration, log *slog.Logger) (zk.Client, error) {
 	if conf.ZKServers == nil || strings.TrimSpace(*conf.ZKServers) == "" {
 		return nil, errkind.New(errkind.Value, "zk_servers is not set")
 	}
-	return zkreal.ConnectHosts(ctx, *conf.ZKServers, zkreal.Options{SessionTimeout: timeout, Logger: log})
+	return zkreal.ConnectHosts(ctx, *conf.ZKServers, zkreal.Options{SessionTimeout: timeout, ConnectTimeout: connectTimeout, Logger: log})
 }

@@ -120,6 +120,9 @@ type Options struct {
 	// saved model has no version under its base path yet (only such models' directories are
 	// listed again; the rest is unchanged).
 	LatestOnceRecheckInterval time.Duration
+	// ZKSessionTimeout is the ZooKeeper session timeout asked for (0: zkreal's default);
+	// ZKConnectTimeout bounds the first connect (0: zkreal's default, negative: no bound).
+	ZKSessionTimeout, ZKConnectTimeout time.Duration
 	// Metrics receive the agent's metrics (nil: none).
 	Metrics *agentstatus.Metrics
 	// Logger receives the agent's log (slog.Default() when nil).
@@ -482,9 +485,11 @@ func (a *Agent) connectZK(ctx context.Context) (zk.Client, error) {
 	if a.conf.ZKServers == nil || *a.conf.ZKServers == "" {
 		return nil, errkind.New(errkind.Attribute, "agent v3: zk_servers is not set")
 	}
-	c, err := zkreal.ConnectHosts(ctx, *a.conf.ZKServers, zkreal.Options{Logger: a.opts.Logger})
+	c, err := zkreal.ConnectHosts(ctx, *a.conf.ZKServers, zkreal.Options{Logger: a.opts.Logger,
+		SessionTimeout: a.opts.ZKSessionTimeout, ConnectTimeout: a.opts.ZKConnectTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("agent v3: zookeeper %s: %w", *a.conf.ZKServers, err)
+		// zkreal's error names the servers and what the connect waited for.
+		return nil, fmt.Errorf("agent v3: zookeeper: %w", err)
 	}
 	return c, nil
 }

@@ -11,9 +11,11 @@ type AgentFlags struct {
 
 // RunFlags: the Go agent command's own flags (the reference has none of them).
 type RunFlags struct {
-	StatusAddr string        `name:"status_addr" help:"listen address of the HTTP status endpoint (/healthz, /status, /metrics); port 0 picks a free port, printed at start; empty: no endpoint (default: ${default})" default:"127.0.0.1:0" env:"MONOLITH_AGENT_STATUS_ADDR"`
-	ExitAfter  time.Duration `name:"exit_after" help:"stop the agent after this long, as SIGTERM would (0: run until SIGINT or SIGTERM) (default: ${default})" default:"0s"`
-	LogLevel   string        `name:"log_level" help:"level of the agent's log on stderr; auto: info with --conf, warn in the demo (whose output is its guide) (default: ${default})" default:"auto" enum:"auto,debug,info,warn,error"`
-	TFSBinary  string        `name:"tfs_binary" help:"TF Serving's binary (tensorflow_model_server or a stand-in such as fake_tfs); empty: $MONOLITH_TFS_BINARY, else the reference's install path" default:"" placeholder:"PATH"`
-	TFSDir     string        `name:"tfs_dir" help:"TF Serving's working directory (its relative conf/ paths); empty: $MONOLITH_TFS_DIR, else the monolith base directory, else the binary's directory. The agent itself never changes directory" default:"" placeholder:"PATH"`
+	StatusAddr       string        `name:"status_addr" help:"listen address of the HTTP status endpoint (/healthz, /status, /metrics); port 0 picks a free port, printed at start; empty: no endpoint (default: ${default})" default:"127.0.0.1:0" env:"MONOLITH_AGENT_STATUS_ADDR"`
+	ExitAfter        time.Duration `name:"exit_after" help:"stop the agent after this long, as SIGTERM would (0: run until SIGINT or SIGTERM) (default: ${default})" default:"0s"`
+	LogLevel         string        `name:"log_level" help:"level of the agent's log on stderr; auto: info with --conf, warn in the demo (whose output is its guide) (default: ${default})" default:"auto" enum:"auto,debug,info,warn,error"`
+	TFSBinary        string        `name:"tfs_binary" help:"TF Serving's binary (tensorflow_model_server or a stand-in such as fake_tfs); empty: $MONOLITH_TFS_BINARY, else the reference's install path" default:"" placeholder:"PATH"`
+	ZKConnectTimeout time.Duration `name:"zk_connect_timeout" help:"how long the first connection to ZooKeeper may take before the agent gives up (exit 1); each failed attempt is logged at WARN; 0: wait forever (default: ${default})" default:"15s"`
+	ZKSessionTimeout time.Duration `name:"zk_session_timeout" help:"ZooKeeper session timeout asked for (the server bounds it to 2..20 ticks) (default: ${default})" default:"10s"`
+	TFSDir           string        `name:"tfs_dir" help:"TF Serving's working directory (its relative conf/ paths); empty: $MONOLITH_TFS_DIR, else the monolith base directory, else the binary's directory. The agent itself never changes directory" default:"" placeholder:"PATH"`
 }
