@@ -12,11 +12,13 @@ var pyKinds = map[string]errkind.Kind{
 	"AssertionError": errkind.Precondition,
 	"ValueError":     errkind.Value,
 	// json.JSONDecodeError subclasses ValueError: malformed serialized input is a bad value.
-	"JSONDecodeError":   errkind.Value,
-	"TypeError":         errkind.Type,
-	"RuntimeError":      errkind.Runtime,
-	"AttributeError":    errkind.Attribute,
-	"KeyError":          errkind.NotFound,
+	"JSONDecodeError": errkind.Value,
+	"TypeError":       errkind.Type,
+	"RuntimeError":    errkind.Runtime,
+	"AttributeError":  errkind.Attribute,
+	"KeyError":        errkind.NotFound,
+	// IndexError: a sequence has no such position, the list analogue of KeyError.
+	"IndexError":        errkind.NotFound,
 	"FileNotFoundError": errkind.NotFound,
 	// kazoo's NoNodeError: the ZooKeeper node does not exist.
 	"NoNodeError": errkind.NotFound,
