@@ -49,7 +49,7 @@ func (b *ZKBackend) SyncAvailableSavedModels(ctx context.Context, container Cont
 	b.mu.Unlock()
 	sortSavedModels(add)
 	sortSavedModels(remove)
-	b.log.Info(fmt.Sprintf("available saved models updating, add: %v, remove: %v", add, remove))
+	b.log.Info("available saved models updating", "add", savedModelNames(add), "remove", savedModelNames(remove))
 
 	var errs []error
 	for _, sm := range add {
@@ -68,7 +68,7 @@ func (b *ZKBackend) SyncAvailableSavedModels(ctx context.Context, container Cont
 		}
 		b.setBound(sm, false)
 	}
-	b.log.Info(fmt.Sprintf("available saved models updated: %v", sortedKeys(want)))
+	b.log.Info("available saved models updated", "models", savedModelNames(sortedKeys(want)))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("backend: sync available saved models of %s: %w", container, err)
 	}
@@ -199,4 +199,13 @@ func wrapErr(op string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("backend: %s: %w", op, err)
+}
+
+// savedModelNames are the "model:sub_graph" names of sms, for the log.
+func savedModelNames(sms []SavedModel) []string {
+	names := make([]string, len(sms))
+	for i, sm := range sms {
+		names[i] = sm.String()
+	}
+	return names
 }

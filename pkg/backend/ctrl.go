@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -31,7 +30,7 @@ func (b *ZKBackend) ListSavedModels(ctx context.Context, modelName string) ([]Sa
 // or overwritten).
 func (b *ZKBackend) DeclSavedModel(ctx context.Context, sm SavedModel, cfg SavedModelDeployConfig) error {
 	data := cfg.Serialize()
-	b.log.Info(fmt.Sprintf("publishing %s -> %s", sm, data))
+	b.log.Info("declaring saved model", "saved_model", sm.String(), "deploy_config", string(data))
 	return wrapErr("declare saved model "+sm.String(), b.createOrSet(ctx, b.savedModelPath(sm), data, false))
 }
 

@@ -71,7 +71,7 @@ func (b *ZKBackend) evaluateBinding(e *watchEntry, model string, children []stri
 			w.Stop() // a re-evaluation, not the watch's own call, may be the one that stops it
 		}
 		b.awaitServiceInfos(model, nil)
-		b.log.Info(fmt.Sprintf("model %s no longer subscribed.", model))
+		b.log.Info("model no longer subscribed", "model", model)
 		return
 	}
 	b.mu.Unlock()
@@ -102,7 +102,8 @@ func (b *ZKBackend) evaluateBinding(e *watchEntry, model string, children []stri
 			b.log.Error("reading a service info failed; binding update dropped", "model", model, "err", r.err)
 			return
 		case !r.ok:
-			b.log.Error(fmt.Sprintf("no serivice info of %s", bd.child))
+			// Watched below: the bindings are evaluated again once it appears.
+			b.log.Info("binding without service info yet; waiting for it", "model", model, "binding", bd.child)
 			missing = append(missing, paths[i])
 			continue
 		}
@@ -245,7 +246,7 @@ func (b *ZKBackend) childrenWatch(ctx context.Context, path string, fn func(e *w
 	}
 	if e, ok := b.watches[path]; ok && !e.stopped {
 		b.mu.Unlock()
-		b.log.Info(fmt.Sprintf("active watcher exists on path %s", path))
+		b.log.Info("active watcher exists", "path", path)
 		return nil, nil
 	}
 	e := &watchEntry{path: path}
@@ -290,7 +291,7 @@ func (b *ZKBackend) childrenWatch(ctx context.Context, path string, fn func(e *w
 	if closed { // Close ran meanwhile and could not stop it
 		w.Stop()
 	}
-	b.log.Info(fmt.Sprintf("registered new watcher on %s", path))
+	b.log.Info("registered new watcher", "path", path)
 	return e, nil
 }
 

@@ -292,7 +292,7 @@ func (b *ZKBackend) onState(s zk.State) {
 		default: // a restore is already pending
 		}
 	default:
-		b.log.Warn(fmt.Sprintf("zk state changed to %s", s))
+		b.log.Warn("zookeeper state changed", "state", s.String())
 	}
 }
 

@@ -350,7 +350,12 @@ func (c *Client) setState(st zk.State, newSession bool) {
 	}
 	c.mu.Unlock()
 	if changed {
-		c.log.Info("zookeeper connection state", "state", st.String())
+		// Losing the connection or the session is what an operator must notice.
+		level := slog.LevelInfo
+		if st != zk.StateConnected {
+			level = slog.LevelWarn
+		}
+		c.log.Log(context.Background(), level, "zookeeper connection state", "state", st.String())
 	}
 	if st == zk.StateConnected {
 		c.wakeParked()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/monolith-go/monolith/internal/syncbuf"
 
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
@@ -99,7 +102,8 @@ func (l *latest) get() (string, []string) {
 // timeout; changes after that keep flowing.
 func TestSessionExpiry(t *testing.T) {
 	srv := zktest.Start(t, zktest.WithTickTime(200*time.Millisecond))
-	c := connect(t, srv, Options{})
+	var logs syncbuf.Buffer
+	c := connect(t, srv, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	other := connect(t, srv, Options{})
 	ctx := tctx(t)
 	var states stateLog
@@ -140,6 +144,13 @@ func TestSessionExpiry(t *testing.T) {
 			strings.HasSuffix(states.String(), "LOST,CONNECTED")
 	})
 	t.Logf("recovered %v after the expiry; states %s", took, states.String())
+	// Losing the session is a warning; the new session is information.
+	for _, want := range []string{`"level":"WARN","msg":"zookeeper connection state","state":"LOST"`,
+		`"level":"INFO","msg":"zookeeper connection state","state":"CONNECTED"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
 	if _, evs := data.get(); !contains(evs, "NONE") {
 		t.Errorf("data watch events %v: want a NONE re-arm delivery", evs)
 	}
