@@ -39,6 +39,8 @@ type Metrics struct {
 	models        *prometheus.GaugeVec
 	mmCounters    *prometheus.CounterVec
 	mmStores      *prometheus.GaugeVec
+	copySeconds   *prometheus.HistogramVec
+	copyBytes     *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent's metrics, the build info gauge (monolith_build_info) and the Go
@@ -74,11 +76,16 @@ func NewMetrics() *Metrics {
 			Help: "Models in TF Serving's config, by state of their newest available (else newest) version, as last read."}, []string{"state"}),
 		mmCounters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "model_manager_events_total",
 			Help: "The model manager's counters (loop_once_failed), by name and model."}, []string{"name", "model"}),
+		copySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "model_copy_duration_seconds",
+			Help: "Duration of the model manager's copies of a model version into the serving area, by model.",
+			Buckets: prometheus.ExponentialBuckets(.01, 4, 10)}, []string{"model"}),
+		copyBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "model_copy_bytes_total",
+			Help: "Bytes the model manager copied into the serving area, by model."}, []string{"model"}),
 		mmStores: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "model_manager_delay_seconds",
 			Help: "The model manager's delays (version.delay, update.delay), by name and model."}, []string{"name", "model"}),
 	}
 	m.reg.MustRegister(m.rpcs, m.rpcSeconds, m.reloads, m.reloadSeconds, m.layouts, m.skipped, m.syncs, m.reports,
-		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores,
+		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores, m.copySeconds, m.copyBytes,
 		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -237,4 +244,13 @@ func (a *ModelManagerMetrics) EmitStore(name string, value int64, tags map[strin
 		return
 	}
 	a.m.mmStores.WithLabelValues(name, tags["model"]).Set(float64(value))
+}
+
+// ObserveCopy implements modelmgr.CopyObserver: one model version copied, its bytes and duration.
+func (a *ModelManagerMetrics) ObserveCopy(model string, bytes int64, d time.Duration) {
+	if a == nil || a.m == nil {
+		return
+	}
+	a.m.copySeconds.WithLabelValues(model).Observe(d.Seconds())
+	a.m.copyBytes.WithLabelValues(model).Add(float64(bytes))
 }

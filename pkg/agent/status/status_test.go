@@ -18,6 +18,7 @@ import (
 
 	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/modelmgr"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
 )
@@ -262,6 +263,8 @@ func TestMetricsRecorders(t *testing.T) {
 	mm := m.ModelManager()
 	mm.EmitCounter("loop_once_failed", 1, map[string]string{"model": "rs"})
 	mm.EmitStore("update.delay", 42, map[string]string{"model": "rs"})
+	var copies modelmgr.CopyObserver = mm // the model manager finds it by this interface
+	copies.ObserveCopy("rs", 3<<20, 2*time.Second)
 	body := scrape(t, m)
 	for _, want := range []string{
 		`monolith_agent_rpc_requests_total{code="OK",method="HeartBeat"} 2`,
@@ -276,6 +279,9 @@ func TestMetricsRecorders(t *testing.T) {
 		`monolith_agent_tfs_models{state="AVAILABLE"} 3`,
 		`monolith_agent_model_manager_events_total{model="rs",name="loop_once_failed"} 1`,
 		`monolith_agent_model_manager_delay_seconds{model="rs",name="update.delay"} 42`,
+		`monolith_agent_model_copy_duration_seconds_count{model="rs"} 1`,
+		`monolith_agent_model_copy_duration_seconds_sum{model="rs"} 2`,
+		`monolith_agent_model_copy_bytes_total{model="rs"} 3.145728e+06`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
@@ -302,6 +308,7 @@ func TestNilMetrics(t *testing.T) {
 	m.SetModelStates(nil)
 	m.ModelManager().EmitCounter("x", 1, nil)
 	m.ModelManager().EmitStore("x", 1, nil)
+	m.ModelManager().ObserveCopy("x", 1, time.Second)
 	if m.Registry() != nil {
 		t.Error("nil metrics have a registry")
 	}
