@@ -1,7 +1,21 @@
-// Package checkpoint finds the checkpoints a training job saves, as TensorFlow's
-// tf.train.get_checkpoint_state, tf.train.latest_checkpoint and tf.train.checkpoints_iterator do:
-// the text-format CheckpointState in a directory's "checkpoint" file names the newest checkpoint,
-// and an Iterator waits for each new one. Time is injected (Clock) so that tests never sleep.
+// Package checkpoint is the one package that reads and writes a training job's checkpoint
+// directory, as TensorFlow and Monolith's save_utils/runner_utils do:
+//
+//   - the state files: "checkpoint", TensorFlow's text-format CheckpointState naming the newest
+//     checkpoint and those kept (ReadState, GetState with runner_utils' retries and restore_ckpt
+//     override, WriteState), and "monolith_checkpoint", Monolith's MonolithCheckpointState listing the
+//     checkpoints retention must never delete (ReadMonolithState, WriteMonolithState); both written
+//     atomically (WriteFileAtomic);
+//   - saving: Saver writes numbered checkpoints (<dir>/model.ckpt-<step>.*) through a caller's
+//     WriteFunc with max_to_keep retention, and SaverHook (NoFirstSaveCheckpointSaverHook) runs it
+//     from a run loop every N steps or seconds, at the end and on demand (the controller's
+//     SaveCheckpoint), with saver listeners;
+//   - the dense checkpoint format (WriteDense, ReadDense) and restoring (Resolve, RestoreDense), where
+//     a corrupt or partial checkpoint is an error naming the file;
+//   - runner_utils' restore flow (CopyRestoreState, WaitForFile);
+//   - finding checkpoints as tf.train.latest_checkpoint and checkpoints_iterator do (Latest, Iterator).
+//
+// Time is injected (Clock, Now) so that tests never sleep.
 package checkpoint
 
 import (
@@ -29,33 +43,61 @@ const StateFile = "checkpoint"
 // ReadState is tf.train.get_checkpoint_state(dir): the CheckpointState in dir/checkpoint with
 // relative paths joined to dir, or nil when there is no such file. As in TensorFlow, a file that
 // cannot be read or parsed is logged and ignored (nil, nil), and a state without
-// model_checkpoint_path is an error of kind Value.
+// model_checkpoint_path is an error of kind Value. Paths starting with hdfs:/ count as absolute
+// (IsAbs), as they do once the reference's runner_utils is imported.
 func ReadState(dir string, log *slog.Logger) (*tftraining.CheckpointState, error) {
+	st, _, err := readStateFile(dir, StateFile, log)
+	return st, err
+}
+
+// readStateFile reads dir/name as ReadState does; unreadable is the reason a file that exists was
+// ignored (nil when it was read, or is absent).
+func readStateFile(dir, name string, log *slog.Logger) (st *tftraining.CheckpointState, unreadable error, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	file := pathutil.Join(dir, StateFile)
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	file := pathutil.Join(dir, name)
+	if readHook != nil {
+		readHook(file)
 	}
-	if err != nil {
-		log.Warn(file+": Checkpoint ignored", "err", err)
-		return nil, nil
+	data, rerr := os.ReadFile(file)
+	if errors.Is(rerr, fs.ErrNotExist) {
+		return nil, nil, nil
 	}
-	st := &tftraining.CheckpointState{}
-	if err := prototext.Unmarshal(data, st); err != nil {
-		log.Warn(file+": Checkpoint ignored", "err", err)
-		return nil, nil
+	if rerr != nil {
+		log.Warn("checkpoint state ignored", "file", file, "err", rerr)
+		return nil, rerr, nil
+	}
+	st = &tftraining.CheckpointState{}
+	if perr := prototext.Unmarshal(data, st); perr != nil {
+		log.Warn("checkpoint state ignored", "file", file, "err", perr)
+		return nil, perr, nil
 	}
 	if st.ModelCheckpointPath == "" {
-		return nil, errkind.New(errkind.Value, "Invalid checkpoint state loaded from %s", dir)
+		return nil, nil, errkind.New(errkind.Value, "Invalid checkpoint state loaded from %s", dir)
 	}
-	st.ModelCheckpointPath = pathutil.Join(dir, st.ModelCheckpointPath)
+	st.ModelCheckpointPath = joinUnlessAbs(dir, st.ModelCheckpointPath)
 	for i, p := range st.AllModelCheckpointPaths {
-		st.AllModelCheckpointPaths[i] = pathutil.Join(dir, p)
+		st.AllModelCheckpointPaths[i] = joinUnlessAbs(dir, p)
 	}
-	return st, nil
+	return st, nil, nil
+}
+
+// readHook runs before each read of a state file; tests set it to change the file between reads.
+var readHook func(file string)
+
+// IsAbs is the reference's patched os.path.isabs (runner_utils.isabs, and agent_service's utils):
+// a path starting with "hdfs:/" is absolute, as is one starting with "/".
+func IsAbs(path string) bool {
+	return strings.HasPrefix(path, "hdfs:/") || strings.HasPrefix(path, "/")
+}
+
+// joinUnlessAbs is TensorFlow's "if not os.path.isabs(p): p = os.path.join(dir, p)" with IsAbs.
+func joinUnlessAbs(dir, p string) string {
+	if IsAbs(p) {
+		return p
+	}
+	return pathutil.Join(dir, p)
 }
 
 // Latest is tf.train.latest_checkpoint(dir): the newest checkpoint's path prefix when its files
