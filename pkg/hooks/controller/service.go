@@ -17,6 +17,7 @@ import (
 	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/hooks/server"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
 
 // ServerAddrFilename is the file in the model directory that holds the controller's address
@@ -35,10 +36,12 @@ type Barrier interface {
 var _ Barrier = (*barrier.Barrier)(nil)
 
 // Saver saves a checkpoint on demand (the reference's NoFirstSaveCheckpointSaverHook.trigger_save);
-// it returns once the checkpoint is saved.
+// it returns once the checkpoint is saved. The training's *checkpoint.SaverHook is one.
 type Saver interface {
 	TriggerSave(ctx context.Context) error
 }
+
+var _ Saver = (*checkpoint.SaverHook)(nil)
 
 // GlobalStep reads the training's global step.
 type GlobalStep func(ctx context.Context) (int64, error)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -135,8 +136,12 @@ func NewSaverHook(o HookOptions) (*SaverHook, error) {
 	return &SaverHook{o: o, timer: t, noFirstSave: !o.FirstSave}, nil
 }
 
-// Begin tells the listeners.
+// Begin creates the checkpoint directory (as the estimator does for its model dir) and tells the
+// listeners.
 func (h *SaverHook) Begin(ctx context.Context) error {
+	if err := os.MkdirAll(h.o.Saver.Dir(), 0o755); err != nil {
+		return fmt.Errorf("checkpoint: create checkpoint directory: %w", err)
+	}
 	for _, l := range h.o.Listeners {
 		if err := l.Begin(ctx); err != nil {
 			return fmt.Errorf("checkpoint: listener %T.Begin: %w", l, err)
