@@ -9,6 +9,7 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
 	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
 	"github.com/monolith-go/monolith/parity/adapters/replica"
+	"github.com/monolith-go/monolith/parity/adapters/runconfig"
 	"github.com/monolith-go/monolith/parity/adapters/tfsmonitor"
 	"github.com/monolith-go/monolith/parity/adapters/trainenv"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
@@ -27,6 +28,7 @@ func RegisterAll(r *harness.Registry) {
 	mockedtfserving.Register(r)
 	modelmgr.Register(r)
 	replica.Register(r)
+	runconfig.Register(r)
 	tfsmonitor.Register(r)
 	trainenv.Register(r)
 	utils.Register(r)
