@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,9 @@ import (
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
+
+// quiet drops the log of the code under test, so the checker prints one line per case.
+var quiet = slog.New(slog.DiscardHandler)
 
 // Register adds the ported calls.
 func Register(r *harness.Registry) {
@@ -210,7 +214,7 @@ func getCheckpointState(c *harness.Ctx, in harness.Input) (any, error) {
 			return nil, err
 		}
 	}
-	st, err := conf.GetCheckpointState(c.TempDir(), latest, nil)
+	st, err := conf.GetCheckpointState(c.TempDir(), latest, quiet)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +239,7 @@ func restoreFlow(c *harness.Ctx, in harness.Input) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := conf.PrepareRestore(ctx, runconfig.RestoreOptions{Timeout: 2 * time.Second, Poll: 10 * time.Millisecond}); err != nil {
+	if err := conf.PrepareRestore(ctx, runconfig.RestoreOptions{Timeout: 2 * time.Second, Poll: 10 * time.Millisecond, Log: quiet}); err != nil {
 		return nil, err
 	}
 	files, err := tree(filepath.Join(c.TempDir(), "model"))
@@ -288,7 +292,7 @@ func getMonolithState(c *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := checkpoint.ReadMonolithState(c.TempDir(), remove, nil)
+	st, err := checkpoint.ReadMonolithState(c.TempDir(), remove, quiet)
 	if err != nil || st == nil {
 		return nil, err
 	}
