@@ -1,0 +1,140 @@
+// Package batch turns Monolith Example records into the batches a training model consumes: labels,
+// dense feature values and the feature ids (fids) of the sparse features. A Reader reads them from
+// record files through pkg/dataset and is an estimator input.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
+	"github.com/monolith-go/monolith/pkg/dataset"
+	"github.com/monolith-go/monolith/pkg/errkind"
+)
+
+// DenseFeature is a float_list feature of a fixed number of values.
+type DenseFeature struct {
+	Name string
+	Dim  int
+}
+
+// Schema names the features a batch holds.
+type Schema struct {
+	// Dense features are concatenated, in this order, into each example's dense row.
+	Dense []DenseFeature
+	// Sparse are fid_v2_list features; an example may lack any of them (no ids).
+	Sparse []string
+}
+
+// DenseDim is the length of an example's dense row.
+func (s Schema) DenseDim() int {
+	n := 0
+	for _, d := range s.Dense {
+		n += d.Dim
+	}
+	return n
+}
+
+// Batch is a batch of examples.
+type Batch struct {
+	// Labels holds each example's first label.
+	Labels []float32
+	// Dense holds each example's dense row (Schema.DenseDim values), row-major.
+	Dense    []float32
+	DenseDim int
+	// Fids holds each example's fids, the sparse features' in schema order.
+	Fids [][]uint64
+}
+
+// Size is the number of examples.
+func (b *Batch) Size() int { return len(b.Labels) }
+
+// Row is example i's dense row.
+func (b *Batch) Row(i int) []float32 { return b.Dense[i*b.DenseDim : (i+1)*b.DenseDim] }
+
+// Append adds ex to b. A missing label or dense feature, or a dense feature of the wrong length or
+// type, is an error of kind Value.
+func (s Schema) Append(b *Batch, ex *examplepb.Example) error {
+	if len(ex.GetLabel()) == 0 {
+		return errkind.New(errkind.Value, "batch: example has no label")
+	}
+	feats := make(map[string]*examplepb.Feature, len(ex.GetNamedFeature()))
+	for _, nf := range ex.GetNamedFeature() {
+		feats[nf.GetName()] = nf.GetFeature()
+	}
+	b.DenseDim = s.DenseDim()
+	n := len(b.Dense)
+	for _, d := range s.Dense {
+		f, ok := feats[d.Name]
+		if !ok || f.GetFloatList() == nil {
+			b.Dense = b.Dense[:n]
+			return errkind.New(errkind.Value, "batch: example has no float_list feature %q", d.Name)
+		}
+		v := f.GetFloatList().GetValue()
+		if len(v) != d.Dim {
+			b.Dense = b.Dense[:n]
+			return errkind.New(errkind.Value, "batch: feature %q has %d values, want %d", d.Name, len(v), d.Dim)
+		}
+		b.Dense = append(b.Dense, v...)
+	}
+	var fids []uint64
+	for _, name := range s.Sparse {
+		if f, ok := feats[name]; ok {
+			fids = append(fids, f.GetFidV2List().GetValue()...)
+		}
+	}
+	b.Labels = append(b.Labels, ex.GetLabel()[0])
+	b.Fids = append(b.Fids, fids)
+	return nil
+}
+
+// Reader reads batches of Examples from record files.
+type Reader struct {
+	r         *dataset.Reader
+	lagrangex bool
+	schema    Schema
+	size      int
+}
+
+// Open reads the Example records of files (dataset.OpenFiles with opts) in batches of size.
+func Open(files []string, opts dataset.Options, schema Schema, size int) (*Reader, error) {
+	if size <= 0 {
+		return nil, errkind.New(errkind.Value, "batch: batch size %d is not positive", size)
+	}
+	r, err := dataset.OpenFiles(files, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{r: r, lagrangex: opts.Framing == dataset.PBFrames && opts.Header.Lagrangex, schema: schema, size: size}, nil
+}
+
+// Next returns the next batch: size examples, fewer at the end of the input, and io.EOF after the
+// last. A record that is not an Example of the schema is an error naming its file and offset.
+func (r *Reader) Next(ctx context.Context) (*Batch, error) {
+	b := &Batch{DenseDim: r.schema.DenseDim()}
+	for b.Size() < r.size {
+		rec, err := r.r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		ex := &examplepb.Example{}
+		if err := dataset.Parse(rec, ex, r.lagrangex); err != nil {
+			return nil, err
+		}
+		if err := r.schema.Append(b, ex); err != nil {
+			return nil, fmt.Errorf("%s at offset %d: %w", rec.File, rec.Offset, err)
+		}
+	}
+	if b.Size() == 0 {
+		return nil, io.EOF
+	}
+	return b, nil
+}
+
+// Close closes the files.
+func (r *Reader) Close() error { return r.r.Close() }
