@@ -13,8 +13,8 @@ import (
 const GlobalStepName = "global_step"
 
 // Checkpointer is what the estimator needs of checkpoint storage: the model dir's checkpoints.
-// The checkpoint package's saver (state files, retention, the dense format) implements it through
-// an adapter; MemoryCheckpointer keeps checkpoints in memory.
+// ckptdir.Checkpointer keeps them in a model directory (pkg/runner/checkpoint: state files,
+// retention, the dense format); MemoryCheckpointer keeps them in memory.
 type Checkpointer interface {
 	// Save writes the checkpoint of step holding tensors and makes it the latest; it returns the
 	// checkpoint's path.

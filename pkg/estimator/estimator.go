@@ -2,7 +2,8 @@
 // over tf.estimator.Estimator) without TensorFlow: a Model builds an EstimatorSpec per mode, and the
 // Estimator runs its ops batch after batch through the run hooks of pkg/hooks/runhook, keeping the
 // global step, restoring from the model dir's latest checkpoint (or warm starting) when it starts
-// and saving checkpoints every N steps or seconds through a Checkpointer.
+// and saving checkpoints every N steps or seconds, at the end and on demand (TriggerSave) through a
+// Checkpointer (pkg/estimator/ckptdir for a model directory).
 //
 // Train's step semantics are tf.estimator.Estimator.train's: steps trains that many more steps from
 // the global step, max_steps stops at that absolute global step and skips training once it is
@@ -17,11 +18,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/hookutil"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
 
 // DefaultSaveCheckpointsSteps is how often checkpoints are saved when neither interval is given:
@@ -63,11 +66,21 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Estimator trains and evaluates one model. It is not safe for concurrent use.
+// Estimator trains and evaluates one model. Its methods must not be called concurrently, except
+// GlobalStep and TriggerSave, which may be called from any goroutine while it trains.
 type Estimator[B any] struct {
 	cfg   Config
 	model Model[B]
 	log   *slog.Logger
+
+	// mu guards the fields below it against GlobalStep and TriggerSave from other goroutines.
+	// The variables themselves are only touched by the goroutine running Train or Evaluate, or
+	// under mu while no training runs.
+	mu sync.Mutex
+	// training is true while a training loop's saver hook runs (from AfterCreateSession to End);
+	// saveRequests are TriggerSave calls it has to serve after the current step.
+	training     bool
+	saveRequests []chan error
 
 	globalStep int64
 	// initialized is true once the model's variables are known to this estimator: restored,
@@ -112,7 +125,44 @@ func New[B any](model Model[B], cfg Config) (*Estimator[B], error) {
 }
 
 // GlobalStep is the global step of the model's current variables.
-func (e *Estimator[B]) GlobalStep() int64 { return e.globalStep }
+func (e *Estimator[B]) GlobalStep() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.globalStep
+}
+
+// TriggerSave saves a checkpoint of the current variables unless their global step is saved
+// already, and returns once it is written (the saver hook's trigger_save, which the controller's
+// SaveCheckpoint RPC calls). While training runs, the training loop saves right after its current
+// step, telling the saver listeners (a listener's request to stop is ignored then), and TriggerSave
+// waits for that until ctx is done; a training that fails first fails the save. Without a
+// Checkpointer, or before the model was restored or trained, it is an error of kind Runtime.
+func (e *Estimator[B]) TriggerSave(ctx context.Context) error {
+	if e.cfg.Checkpointer == nil {
+		return errkind.New(errkind.Runtime, "estimator: no checkpointer to save with")
+	}
+	e.mu.Lock()
+	if !e.training {
+		defer e.mu.Unlock()
+		if !e.initialized {
+			// Saving would make untrained variables the model dir's latest checkpoint.
+			return errkind.New(errkind.Runtime, "estimator: nothing to save: the model was neither restored nor trained")
+		}
+		if e.stateStep == e.globalStep {
+			return nil
+		}
+		return e.saveLocked(ctx, e.globalStep)
+	}
+	done := make(chan error, 1)
+	e.saveRequests = append(e.saveRequests, done)
+	e.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("estimator: triggered save: %w", ctx.Err())
+	}
+}
 
 // TrainResult says what a Train call did.
 type TrainResult struct {
@@ -173,13 +223,13 @@ func (e *Estimator[B]) train(ctx context.Context, input InputFn[B], steps, maxSt
 	if last >= 0 {
 		own = append(own, &stopAtStepHook{last: last})
 	}
-	pt, err := newTimer(e.cfg.LogEvery, e.cfg.LogStepCountSteps, e.cfg.Now)
+	pt, err := checkpoint.NewTimer(e.cfg.LogEvery, e.cfg.LogStepCountSteps, e.cfg.Now)
 	if err != nil {
 		return TrainResult{}, fmt.Errorf("estimator: progress: %w", err)
 	}
-	own = append(own, &progressHook{t: pt, log: e.log})
+	own = append(own, &progressHook{t: pt, now: e.cfg.Now, log: e.log})
 	if e.cfg.Checkpointer != nil {
-		st, err := newTimer(e.cfg.SaveCheckpointsSecs, e.cfg.SaveCheckpointsSteps, e.cfg.Now)
+		st, err := checkpoint.NewTimer(e.cfg.SaveCheckpointsSecs, e.cfg.SaveCheckpointsSteps, e.cfg.Now)
 		if err != nil {
 			return TrainResult{}, fmt.Errorf("estimator: checkpoints: %w", err)
 		}
@@ -207,8 +257,10 @@ func (e *Estimator[B]) train(ctx context.Context, input InputFn[B], steps, maxSt
 			// NanTensorHook with fail_on_nan_loss: the variables are garbage from here on.
 			return errkind.New(errkind.Runtime, "estimator: loss is %v at global step %d (NaN loss during training)", out.Loss, e.globalStep+1)
 		}
+		e.mu.Lock()
 		e.globalStep++
 		e.stateStep = -1
+		e.mu.Unlock()
 		st.ran, st.values = true, RunValues{Mode: ModeTrain, GlobalStep: e.globalStep, Output: out}
 		return nil
 	}
@@ -227,6 +279,8 @@ func (e *Estimator[B]) train(ctx context.Context, input InputFn[B], steps, maxSt
 // restore brings the model to the model dir's latest checkpoint when its variables are not that
 // checkpoint's already; with none, warmStart applies WarmStartFrom to a model not yet initialized.
 func (e *Estimator[B]) restore(ctx context.Context, warmStart bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	c := e.cfg.Checkpointer
 	var (
 		path string
@@ -280,8 +334,9 @@ func (e *Estimator[B]) restore(ctx context.Context, warmStart bool) error {
 	return nil
 }
 
-// save writes the model's variables and the global step as the checkpoint of step.
-func (e *Estimator[B]) save(ctx context.Context, step int64) error {
+// saveLocked writes the model's variables and the global step as the checkpoint of step. The
+// caller holds e.mu.
+func (e *Estimator[B]) saveLocked(ctx context.Context, step int64) error {
 	ts := append(e.model.Tensors(), Tensor{Name: GlobalStepName, Int64: []int64{step}})
 	path, err := e.cfg.Checkpointer.Save(ctx, step, ts)
 	if err != nil {
@@ -408,7 +463,7 @@ func (e *Estimator[B]) TrainAndEvaluate(ctx context.Context, train TrainSpec[B],
 	if throttle <= 0 {
 		throttle = DefaultEvalThrottle
 	}
-	t, err := newTimer(throttle, 0, e.cfg.Now)
+	t, err := checkpoint.NewTimer(throttle, 0, e.cfg.Now)
 	if err != nil {
 		return EvalResult{}, err
 	}
@@ -431,17 +486,17 @@ type evalListener[B any] struct {
 	hookutil.BaseListener
 	e    *Estimator[B]
 	spec EvalSpec[B]
-	t    *timer
+	t    *checkpoint.Timer
 
 	evaluated bool
 	last      EvalResult
 }
 
 func (l *evalListener[B]) AfterSave(ctx context.Context, step int64) (bool, error) {
-	if !l.t.shouldTrigger(step) {
+	if !l.t.ShouldTrigger(step) {
 		return false, nil
 	}
-	l.t.update(step)
+	l.t.Update(step)
 	res, err := l.e.evaluate(ctx, l.spec.Input, l.spec.Steps, l.spec.Hooks)
 	if err != nil {
 		return false, err

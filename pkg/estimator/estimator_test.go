@@ -31,6 +31,7 @@ type testModel struct {
 	clock   *fakeClock
 	perStep time.Duration
 	nanAt   float32 // a batch of this value gives a NaN loss (0: never)
+	during  func()  // called in each train step, after the update
 }
 
 func newTestModel() *testModel { return &testModel{w: []float32{0, 0}} }
@@ -62,6 +63,9 @@ func (m *testModel) Spec(_ context.Context, mode Mode) (EstimatorSpec[float32], 
 			}
 			m.w[0] += x
 			m.w[1]++
+			if m.during != nil {
+				m.during()
+			}
 			loss := float64(x)
 			if m.nanAt != 0 && x == m.nanAt {
 				loss = nanValue()
@@ -836,5 +840,145 @@ func TestNoRestoreOfOwnState(t *testing.T) {
 	res, err := e.Evaluate(ctx, in, 1)
 	if err != nil || ck.restores != 1 || res.GlobalStep != 40 || res.Loss != 7 {
 		t.Errorf("after a newer checkpoint: %+v, %v, %d restores; want global step 40, loss 7, 1 restore", res, err, ck.restores)
+	}
+}
+
+// TriggerSave from another goroutine (the controller's SaveCheckpoint) waits for the running step
+// and saves the variables after it, with the listeners told; the loop does not save that step again.
+func TestTriggerSaveDuringTraining(t *testing.T) {
+	leakcheck.Check(t)
+	ctx := context.Background()
+	ck := &MemoryCheckpointer{}
+	l := &listener{}
+	m := newTestModel()
+	e := newEstimator(t, m, Config{Checkpointer: ck, SaveCheckpointsSteps: 4, SaverListeners: []hookutil.SaverListener{l}})
+	inStep := make(chan struct{})
+	release := make(chan struct{})
+	m.during = func() {
+		if m.w[1] == 3 {
+			close(inStep)
+			<-release
+		}
+	}
+	saved := make(chan error, 1)
+	go func() {
+		<-inStep
+		go func() { saved <- e.TriggerSave(ctx) }()
+		// TriggerSave cannot complete while step 3 runs.
+		select {
+		case err := <-saved:
+			saved <- fmt.Errorf("TriggerSave returned %v during the step", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+	}()
+	in, _ := ones(100)
+	if _, err := e.Train(ctx, in, 6, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-saved; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{MemoryPath(3), MemoryPath(4), MemoryPath(6)}
+	if got := ck.Paths(); !reflect.DeepEqual(got, want) {
+		t.Errorf("saved %v, want %v", got, want)
+	}
+	ts, err := ck.Restore(ctx, MemoryPath(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts[0].Float32[1] != 3 {
+		t.Errorf("the triggered checkpoint holds %v steps, want 3 (the variables after step 3)", ts[0].Float32[1])
+	}
+	wantEvents := []string{"Begin", "BeforeSave3", "AfterSave3", "BeforeSave4", "AfterSave4", "BeforeSave6", "AfterSave6", "End6"}
+	if !reflect.DeepEqual(l.events, wantEvents) {
+		t.Errorf("listener events %v, want %v", l.events, wantEvents)
+	}
+
+	// Outside training: nothing before the model is trained (or restored), then a save of the
+	// current variables unless they are saved already.
+	ck2 := &MemoryCheckpointer{}
+	e2 := newEstimator(t, newTestModel(), Config{Checkpointer: ck2})
+	if err := e2.TriggerSave(ctx); err == nil || errkind.Of(err) != errkind.Runtime || len(ck2.Paths()) != 0 {
+		t.Errorf("TriggerSave of an untrained model: %v, saved %v", err, ck2.Paths())
+	}
+	if _, err := e2.Train(ctx, in, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ck2.saved = ck2.saved[:0] // forget the end of training's save: TriggerSave must not repeat it
+	if err := e2.TriggerSave(ctx); err != nil || len(ck2.Paths()) != 0 {
+		t.Errorf("TriggerSave of the saved step 2: %v, saved %v", err, ck2.Paths())
+	}
+	e3 := newEstimator(t, newTestModel(), Config{Checkpointer: ck2})
+	if err := e3.TriggerSave(ctx); err == nil {
+		t.Error("TriggerSave before restoring: saved")
+	}
+	if err := newEstimator(t, newTestModel(), Config{}).TriggerSave(ctx); err == nil || errkind.Of(err) != errkind.Runtime {
+		t.Errorf("TriggerSave without a checkpointer: %v", err)
+	}
+}
+
+// triggerHook calls TriggerSave from another goroutine in BeforeRun of iteration at and waits
+// until the request is queued.
+type triggerHook struct {
+	runhook.Base
+	e   *Estimator[float32]
+	at  int64
+	err chan error
+}
+
+func (h *triggerHook) BeforeRun(ctx context.Context, rc *runhook.RunContext) error {
+	if rc.Step != h.at {
+		return nil
+	}
+	go func() { h.err <- h.e.TriggerSave(ctx) }()
+	for {
+		h.e.mu.Lock()
+		n := len(h.e.saveRequests)
+		h.e.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A save triggered during a training that then fails returns the failure; one triggered when the
+// input ends is served by the end of training's save.
+func TestTriggerSaveAtTheEnd(t *testing.T) {
+	leakcheck.Check(t)
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		input   InputFn[float32]
+		wantErr string
+		want    []string
+	}{
+		{name: "training fails", input: func(context.Context, Mode) (Input[float32], error) { return &failingInput{}, nil },
+			wantErr: "training failed before the triggered save"},
+		{name: "input ends", input: func(context.Context, Mode) (Input[float32], error) {
+			return &sliceInput{xs: []float32{1}, calls: new(int)}, nil
+		}, want: []string{MemoryPath(1)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ck := &MemoryCheckpointer{}
+			e := newEstimator(t, newTestModel(), Config{Checkpointer: ck})
+			h := &triggerHook{e: e, at: 1, err: make(chan error, 1)}
+			_, trainErr := e.Train(ctx, tc.input, 0, 0, h)
+			err := <-h.err
+			if tc.wantErr != "" {
+				if trainErr == nil || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("train: %v; triggered save: %v, want one containing %q", trainErr, err, tc.wantErr)
+				}
+				return
+			}
+			if trainErr != nil || err != nil {
+				t.Fatalf("train: %v; triggered save: %v", trainErr, err)
+			}
+			if got := ck.Paths(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("saved %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/hookutil"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
 
 // RunValues are what one step of the loop computed: TensorFlow's run_values, which a hook's
@@ -80,53 +80,6 @@ func adapt(st *loopState, hooks []runhook.Hook) []runhook.Hook {
 	return out
 }
 
-// timer triggers once every everySteps global steps or every everySecs (exactly one is set):
-// TensorFlow's SecondOrStepTimer.
-type timer struct {
-	everySecs  time.Duration
-	everySteps int64
-	now        func() time.Time
-
-	triggered bool
-	lastStep  int64
-	lastTime  time.Time
-}
-
-func newTimer(every time.Duration, steps int64, now func() time.Time) (*timer, error) {
-	if (every > 0) == (steps > 0) {
-		return nil, errkind.New(errkind.Value, "exactly one of every_secs and every_steps should be provided.")
-	}
-	return &timer{everySecs: every, everySteps: steps, now: now}, nil
-}
-
-// shouldTrigger: always before the first trigger, never again for the step that triggered last,
-// else once the interval has passed.
-func (t *timer) shouldTrigger(step int64) bool {
-	switch {
-	case !t.triggered:
-		return true
-	case t.lastStep == step:
-		return false
-	case t.everySecs > 0:
-		return !t.now().Before(t.lastTime.Add(t.everySecs))
-	default:
-		return step >= t.lastStep+t.everySteps
-	}
-}
-
-// update records that step triggered now and returns the time and steps since the last trigger
-// (zero the first time).
-func (t *timer) update(step int64) (time.Duration, int64) {
-	now := t.now()
-	var dt time.Duration
-	var ds int64
-	if t.triggered {
-		dt, ds = now.Sub(t.lastTime), step-t.lastStep
-	}
-	t.triggered, t.lastStep, t.lastTime = true, step, now
-	return dt, ds
-}
-
 // stopAtStepHook stops the loop once the global step reaches last (StopAtStepHook).
 type stopAtStepHook struct {
 	runhook.Base
@@ -158,9 +111,12 @@ func (h *stopAfterNHook) AfterRunValues(_ context.Context, rc *runhook.RunContex
 // TensorFlow's StepCounterHook and the loss logging of LoggingTensorHook in one line.
 type progressHook struct {
 	runhook.Base
-	t   *timer
+	t   *checkpoint.Timer
+	now func() time.Time
 	log *slog.Logger
 
+	lastTime time.Time
+	lastStep int64
 	examples int64
 	lossSum  float64
 	batches  int64
@@ -170,15 +126,19 @@ func (h *progressHook) AfterRunValues(_ context.Context, _ *runhook.RunContext, 
 	h.examples += int64(v.Output.Examples)
 	h.lossSum += v.Output.Loss
 	h.batches++
-	if !h.t.shouldTrigger(v.GlobalStep) {
+	if !h.t.ShouldTrigger(v.GlobalStep) {
 		return nil
 	}
-	dt, ds := h.t.update(v.GlobalStep)
+	_, first := h.t.LastTriggeredStep()
+	first = !first
+	h.t.Update(v.GlobalStep)
+	now := h.now()
 	attrs := []any{"step", v.GlobalStep, "loss", h.lossSum / float64(h.batches)}
-	if dt > 0 {
-		attrs = append(attrs, "steps_per_sec", float64(ds)/dt.Seconds(), "examples_per_sec", float64(h.examples)/dt.Seconds())
+	if dt := now.Sub(h.lastTime); !first && dt > 0 {
+		attrs = append(attrs, "steps_per_sec", float64(v.GlobalStep-h.lastStep)/dt.Seconds(), "examples_per_sec", float64(h.examples)/dt.Seconds())
 	}
 	h.log.Info("training progress", attrs...)
+	h.lastTime, h.lastStep = now, v.GlobalStep
 	h.examples, h.lossSum, h.batches = 0, 0, 0
 	return nil
 }
@@ -186,12 +146,13 @@ func (h *progressHook) AfterRunValues(_ context.Context, _ *runhook.RunContext, 
 // saverHook saves checkpoints while training runs (the reference's NoFirstSaveCheckpointSaverHook
 // over TensorFlow's CheckpointSaverHook): not when the session is created (that would rewrite the
 // checkpoint just restored), then whenever the timer says after a step, and at the end of a clean
-// loop unless its last step was just saved. Listeners are told around each save; one whose
-// AfterSave asks to stop stops the loop.
+// loop unless its last step was saved already. Listeners are told around each save; one whose
+// AfterSave asks to stop stops the loop. After each step and at the end it also serves the saves
+// TriggerSave asked for.
 type saverHook[B any] struct {
 	runhook.Base
 	e         *Estimator[B]
-	t         *timer
+	t         *checkpoint.Timer
 	listeners []hookutil.SaverListener
 }
 
@@ -205,32 +166,48 @@ func (h *saverHook[B]) Begin(ctx context.Context) error {
 }
 
 func (h *saverHook[B]) AfterCreateSession(context.Context, *runhook.Session) error {
-	h.t.update(h.e.globalStep)
+	h.e.mu.Lock()
+	defer h.e.mu.Unlock()
+	h.t.Update(h.e.globalStep)
+	h.e.training = true
 	return nil
 }
 
 func (h *saverHook[B]) AfterRunValues(ctx context.Context, rc *runhook.RunContext, v RunValues) error {
-	if !h.t.shouldTrigger(v.GlobalStep) {
-		return nil
+	h.e.mu.Lock()
+	defer h.e.mu.Unlock()
+	var stop bool
+	var err error
+	if h.t.ShouldTrigger(v.GlobalStep) {
+		h.t.Update(v.GlobalStep)
+		stop, err = h.saveLocked(ctx)
+		if stop {
+			rc.RequestStop()
+		}
+		if err != nil {
+			return err
+		}
 	}
-	h.t.update(v.GlobalStep)
-	stop, err := h.save(ctx, v.GlobalStep)
-	if stop {
-		rc.RequestStop()
+	if len(h.e.saveRequests) > 0 {
+		_, err = h.saveLocked(ctx)
+		h.answerLocked(err)
 	}
 	return err
 }
 
 func (h *saverHook[B]) End(ctx context.Context, _ *runhook.Session, runErr error) error {
+	h.e.mu.Lock()
+	defer h.e.mu.Unlock()
+	h.e.training = false
 	if runErr != nil {
+		h.answerLocked(fmt.Errorf("estimator: training failed before the triggered save: %w", runErr))
 		return nil
 	}
 	step := h.e.globalStep
-	if h.t.lastStep != step {
-		h.t.update(step)
-		if _, err := h.save(ctx, step); err != nil {
-			return err
-		}
+	_, err := h.saveLocked(ctx)
+	h.answerLocked(err)
+	if err != nil {
+		return err
 	}
 	for _, l := range h.listeners {
 		if err := l.End(ctx, step); err != nil {
@@ -240,13 +217,27 @@ func (h *saverHook[B]) End(ctx context.Context, _ *runhook.Session, runErr error
 	return nil
 }
 
-func (h *saverHook[B]) save(ctx context.Context, step int64) (stop bool, err error) {
+// answerLocked ends the pending TriggerSave calls with err.
+func (h *saverHook[B]) answerLocked(err error) {
+	for _, done := range h.e.saveRequests {
+		done <- err
+	}
+	h.e.saveRequests = nil
+}
+
+// saveLocked saves the current global step unless it was saved already, telling the listeners.
+// The caller holds e.mu.
+func (h *saverHook[B]) saveLocked(ctx context.Context) (stop bool, err error) {
+	step := h.e.globalStep
+	if h.e.stateStep == step {
+		return false, nil
+	}
 	for _, l := range h.listeners {
 		if err := l.BeforeSave(ctx, step); err != nil {
 			return false, fmt.Errorf("saver listener %T.BeforeSave: %w", l, err)
 		}
 	}
-	if err := h.e.save(ctx, step); err != nil {
+	if err := h.e.saveLocked(ctx, step); err != nil {
 		return false, err
 	}
 	for _, l := range h.listeners {
