@@ -124,7 +124,7 @@ func splitGlobalStep(path string, ts []Tensor) (step int64, found bool, rest []T
 			rest = append(rest, t)
 			continue
 		}
-		if len(t.Int64) != 1 || t.Float32 != nil {
+		if len(t.Int64) != 1 || t.Float32 != nil || t.Float64 != nil {
 			return 0, false, nil, errkind.New(errkind.Value, "checkpoint %s: %s is not an int64 scalar", path, GlobalStepName)
 		}
 		step, found = t.Int64[0], true

@@ -97,18 +97,21 @@ func (s EstimatorSpec[B]) validate(mode Mode) error {
 }
 
 // Tensor is a named dense value a checkpoint holds: Float32 holds a float32 tensor's values,
-// Int64 an int64 tensor's, row-major, as many as the product of Shape (1 for a scalar). It has
-// the fields of the checkpoint package's dense tensor, so a Checkpointer over it only copies.
+// Float64 a float64 tensor's, Int64 an int64 tensor's, row-major, as many as the product of Shape
+// (1 for a scalar). It has the fields of the checkpoint package's dense tensor, so a Checkpointer
+// over it only copies.
 type Tensor struct {
 	Name    string
 	Shape   []int64
 	Float32 []float32
+	Float64 []float64
 	Int64   []int64
 }
 
 // clone returns a deep copy of t.
 func (t Tensor) clone() Tensor {
-	return Tensor{Name: t.Name, Shape: slices.Clone(t.Shape), Float32: slices.Clone(t.Float32), Int64: slices.Clone(t.Int64)}
+	return Tensor{Name: t.Name, Shape: slices.Clone(t.Shape), Float32: slices.Clone(t.Float32),
+		Float64: slices.Clone(t.Float64), Int64: slices.Clone(t.Int64)}
 }
 
 // Variables are a model's dense parameters, as checkpoints save and restore them.

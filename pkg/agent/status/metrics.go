@@ -77,7 +77,7 @@ func NewMetrics() *Metrics {
 		mmCounters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "model_manager_events_total",
 			Help: "The model manager's counters (loop_once_failed), by name and model."}, []string{"name", "model"}),
 		copySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "model_copy_duration_seconds",
-			Help: "Duration of the model manager's copies of a model version into the serving area, by model.",
+			Help:    "Duration of the model manager's copies of a model version into the serving area, by model.",
 			Buckets: prometheus.ExponentialBuckets(.01, 4, 10)}, []string{"model"}),
 		copyBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "model_copy_bytes_total",
 			Help: "Bytes the model manager copied into the serving area, by model."}, []string{"model"}),

@@ -92,7 +92,7 @@ func (c *Checkpointer) Save(ctx context.Context, step int64, tensors []estimator
 	defer c.mu.Unlock()
 	c.pending = make([]checkpoint.Tensor, len(tensors))
 	for i, t := range tensors {
-		c.pending[i] = checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Float32: t.Float32, Int64: t.Int64}
+		c.pending[i] = checkpoint.Tensor{Name: t.Name, Shape: t.Shape, Float32: t.Float32, Float64: t.Float64, Int64: t.Int64}
 	}
 	prefix, err := c.saver.Save(ctx, step)
 	c.pending = nil
@@ -177,7 +177,7 @@ func (r Reader) Restore(_ context.Context, path string) ([]estimator.Tensor, err
 	}
 	out := make([]estimator.Tensor, len(ts))
 	for i, t := range ts {
-		out[i] = estimator.Tensor{Name: t.Name, Shape: t.Shape, Float32: t.Float32, Int64: t.Int64}
+		out[i] = estimator.Tensor{Name: t.Name, Shape: t.Shape, Float32: t.Float32, Float64: t.Float64, Int64: t.Int64}
 	}
 	return out, nil
 }

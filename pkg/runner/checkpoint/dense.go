@@ -17,7 +17,7 @@ import (
 
 // The dense checkpoint format: the variables of a checkpoint <prefix> live in two files.
 //
-//	<prefix>.data   the tensors' values back to back, little endian (float32 or int64 each)
+//	<prefix>.data   the tensors' values back to back, little endian (float32, float64 or int64 each)
 //	<prefix>.index  a JSON manifest (DenseIndex): each tensor's name, dtype, shape, byte offset and
 //	                length in the data file and the CRC-32C of those bytes, and the data file's size
 //
@@ -34,24 +34,41 @@ type DType string
 // Element types of the dense format.
 const (
 	Float32 DType = "float32"
+	Float64 DType = "float64"
 	Int64   DType = "int64"
 )
 
-// Tensor is a named value saved in a checkpoint: Float32 holds a float32 tensor's values, Int64 an
-// int64 tensor's, in row-major order; their count is the product of Shape (1 for a scalar).
+// Tensor is a named value saved in a checkpoint: Float32 holds a float32 tensor's values, Float64
+// a float64 tensor's (a model training in float64 resumes exactly), Int64 an int64 tensor's, in
+// row-major order; their count is the product of Shape (1 for a scalar). One of them is set.
 type Tensor struct {
 	Name    string
 	Shape   []int64
 	Float32 []float32
+	Float64 []float64
 	Int64   []int64
 }
 
-// DType is the tensor's element type (Int64 when it holds Int64 values).
+// DType is the tensor's element type: that of the values it holds (Float32 when it holds none).
 func (t *Tensor) DType() DType {
-	if t.Int64 != nil {
+	switch {
+	case t.Int64 != nil:
 		return Int64
+	case t.Float64 != nil:
+		return Float64
 	}
 	return Float32
+}
+
+// kinds counts the value slices t holds.
+func (t *Tensor) kinds() int {
+	n := 0
+	for _, set := range []bool{t.Float32 != nil, t.Float64 != nil, t.Int64 != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 // DenseIndex is the manifest of a dense checkpoint (<prefix>.index).
@@ -105,14 +122,21 @@ func WriteDense(prefix string, tensors []Tensor) error {
 		}
 		start := data.Len()
 		switch {
-		case t.Int64 != nil && t.Float32 != nil:
-			return errkind.New(errkind.Value, "checkpoint %s: tensor %q holds both float32 and int64 values", prefix, t.Name)
+		case t.kinds() > 1:
+			return errkind.New(errkind.Value, "checkpoint %s: tensor %q holds values of more than one type", prefix, t.Name)
 		case t.Int64 != nil:
 			if int64(len(t.Int64)) != n {
 				return errkind.New(errkind.Value, "checkpoint %s: tensor %q: %d values for shape %v", prefix, t.Name, len(t.Int64), t.Shape)
 			}
 			for _, v := range t.Int64 {
 				data.Write(binary.LittleEndian.AppendUint64(nil, uint64(v)))
+			}
+		case t.Float64 != nil:
+			if int64(len(t.Float64)) != n {
+				return errkind.New(errkind.Value, "checkpoint %s: tensor %q: %d values for shape %v", prefix, t.Name, len(t.Float64), t.Shape)
+			}
+			for _, v := range t.Float64 {
+				data.Write(binary.LittleEndian.AppendUint64(nil, math.Float64bits(v)))
 			}
 		default:
 			if int64(len(t.Float32)) != n {
@@ -181,7 +205,7 @@ func ReadDense(prefix string) ([]Tensor, error) {
 		if err != nil {
 			return nil, errkind.New(errkind.Value, "checkpoint index %s: tensor %q: %v", idxFile, e.Name, err)
 		}
-		size := map[DType]int64{Float32: 4, Int64: 8}[e.DType]
+		size := map[DType]int64{Float32: 4, Float64: 8, Int64: 8}[e.DType]
 		if size == 0 {
 			return nil, errkind.New(errkind.Value, "checkpoint index %s: tensor %q: unknown dtype %q", idxFile, e.Name, e.DType)
 		}
@@ -193,12 +217,18 @@ func ReadDense(prefix string) ([]Tensor, error) {
 			return nil, errkind.New(errkind.Value, "checkpoint data %s: tensor %q (bytes %d to %d) fails its CRC-32C: the file is corrupt", dataFile, e.Name, e.Offset, e.Offset+e.Bytes)
 		}
 		t := Tensor{Name: e.Name, Shape: e.Shape}
-		if e.DType == Int64 {
+		switch e.DType {
+		case Int64:
 			t.Int64 = make([]int64, n)
 			for i := range t.Int64 {
 				t.Int64[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
 			}
-		} else {
+		case Float64:
+			t.Float64 = make([]float64, n)
+			for i := range t.Float64 {
+				t.Float64[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+			}
+		default:
 			t.Float32 = make([]float32, n)
 			for i := range t.Float32 {
 				t.Float32[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))

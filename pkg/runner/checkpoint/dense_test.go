@@ -20,6 +20,7 @@ func TestDenseRoundTrip(t *testing.T) {
 		{Name: "global_step", Int64: []int64{7}},
 		{Name: "dense/kernel", Shape: []int64{2, 3}, Float32: []float32{1, -2, 3.5, float32(math.Inf(1)), 0, -0.25}},
 		{Name: "empty", Shape: []int64{0}, Float32: []float32{}},
+		{Name: "weights64", Shape: []int64{3}, Float64: []float64{0.1, -1e300, math.SmallestNonzeroFloat64}},
 	}
 	if err := WriteDense(prefix, in); err != nil {
 		t.Fatal(err)
@@ -28,7 +29,8 @@ func TestDenseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(out[1], in[1]) || out[0].Int64[0] != 7 || out[0].DType() != Int64 || len(out[2].Float32) != 0 {
+	if !reflect.DeepEqual(out[1], in[1]) || out[0].Int64[0] != 7 || out[0].DType() != Int64 || len(out[2].Float32) != 0 ||
+		!reflect.DeepEqual(out[3], in[3]) || out[3].DType() != Float64 {
 		t.Fatalf("read back %+v", out)
 	}
 	if !Exists(prefix) {
@@ -42,6 +44,7 @@ func TestDenseWriteErrors(t *testing.T) {
 		"duplicate name": {{Name: "a", Float32: []float32{1}}, {Name: "a", Float32: []float32{2}}},
 		"shape mismatch": {{Name: "a", Shape: []int64{3}, Float32: []float32{1}}},
 		"both dtypes":    {{Name: "a", Float32: []float32{1}, Int64: []int64{1}}},
+		"float32 and 64": {{Name: "a", Float32: []float32{1}, Float64: []float64{1}}},
 		"empty name":     {{Float32: []float32{1}}},
 	} {
 		if err := WriteDense(prefix, ts); errkind.Of(err) != errkind.Value {

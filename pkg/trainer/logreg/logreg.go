@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -379,16 +380,13 @@ func (m *Model) variables() []variable {
 	return vars
 }
 
-// Tensors returns the weights (and Adagrad's accumulators) as float32 tensors.
+// Tensors returns the weights (and Adagrad's accumulators) as float64 tensors, the model's own
+// precision, so a restored model continues exactly where it was saved.
 func (m *Model) Tensors() []estimator.Tensor {
 	var out []estimator.Tensor
 	for _, v := range m.variables() {
 		x := v.values()
-		t := estimator.Tensor{Name: v.name, Shape: []int64{int64(len(x))}, Float32: make([]float32, len(x))}
-		for i, xi := range x {
-			t.Float32[i] = float32(xi)
-		}
-		out = append(out, t)
+		out = append(out, estimator.Tensor{Name: v.name, Shape: []int64{int64(len(x))}, Float64: slices.Clone(x)})
 	}
 	return out
 }
@@ -408,12 +406,15 @@ func (m *Model) Assign(ts []estimator.Tensor) error {
 		if !ok {
 			return errkind.New(errkind.NotFound, "logreg: no tensor %s", v.name)
 		}
-		if len(t.Shape) != 1 || t.Shape[0] != int64(n) || len(t.Float32) != n {
-			return errkind.New(errkind.Value, "logreg: tensor %s has shape %v (%d float32 values), want [%d]", v.name, t.Shape, len(t.Float32), n)
+		if len(t.Shape) != 1 || t.Shape[0] != int64(n) || len(t.Float32)+len(t.Float64) != n {
+			return errkind.New(errkind.Value, "logreg: tensor %s has shape %v (%d float values), want [%d]", v.name, t.Shape, len(t.Float32)+len(t.Float64), n)
 		}
-		vals[i] = make([]float64, n)
-		for j, x := range t.Float32 {
-			vals[i][j] = float64(x)
+		vals[i] = slices.Clone(t.Float64)
+		if t.Float64 == nil { // a float32 checkpoint (warm start from another model)
+			vals[i] = make([]float64, n)
+			for j, x := range t.Float32 {
+				vals[i][j] = float64(x)
+			}
 		}
 	}
 	for i, v := range vars {

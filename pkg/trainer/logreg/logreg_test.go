@@ -186,12 +186,12 @@ func TestTensorsRoundTrip(t *testing.T) {
 	p1, _ := m.Predict(b)
 	p2, _ := m2.Predict(b)
 	for i := range p1 {
-		// The checkpoint holds float32: the restored model predicts within float32 rounding.
-		if math.Abs(p1[i]-p2[i]) > 1e-6 {
+		// The tensors hold float64: the restored model predicts exactly as the saved one.
+		if p1[i] != p2[i] {
 			t.Errorf("prediction %d: %v before, %v restored", i, p1[i], p2[i])
 		}
 	}
-	if m2.accHashed[0] != float64(float32(m.accHashed[0])) {
+	if m2.accHashed[0] != m.accHashed[0] {
 		t.Errorf("accumulator not restored: %v, want %v", m2.accHashed[0], m.accHashed[0])
 	}
 
@@ -214,7 +214,7 @@ func TestTensorsRoundTrip(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || errkind.Of(err) != tc.kind {
 				t.Fatalf("err = %v, want a %v error containing %q", err, tc.kind, tc.want)
 			}
-			if after := m2.Tensors(); after[0].Float32[0] != before[0].Float32[0] {
+			if after := m2.Tensors(); after[0].Float64[0] != before[0].Float64[0] {
 				t.Error("a failed Assign changed the model")
 			}
 		})
