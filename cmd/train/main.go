@@ -1,0 +1,144 @@
+// Command train trains a model without TensorFlow: the training runtime of Monolith's
+// native_training (runner_utils' RunnerConfig, service discovery, the estimator loop with its
+// checkpoints and the controller hook server) driving a logistic regression (pkg/trainer/logreg)
+// over TFRecord files of Monolith Examples.
+//
+// With no --train_data it runs a self-contained demo: a deterministic synthetic click log
+// (pkg/trainer/synth, logistic ground truth over dense values and categorical ids, so the best
+// achievable AUC is known) is written as TFRecords into a temporary directory, the model trains on
+// it and is evaluated on a held-out stream. It prints the generator's best AUC ("best auc=... "),
+// logs progress (step, examples/s, loss) every --log_step_count_steps, and ends with the line
+// "eval auc=<x> loss=<y> steps=<global step>". Checkpoints go to --model_dir (a new temporary
+// directory when not given, printed) every --save_checkpoints_steps (100 unless a save interval
+// is given), the last --checkpoints_max_to_keep kept; a run with the same --model_dir resumes from
+// its last checkpoint and the global step continues.
+//
+// The run is local unless --discovery_type is given: then it registers itself as worker.<index>
+// with that service discovery (zk, primus, mlp or consul, runner_utils' get_discovery) while it
+// trains, and deregisters at the end. While training runs the controller hook server (the
+// reference's ServerHook) serves StopTraining, ResumeTraining, SaveCheckpoint and
+// GetTrainingStatus; its address is in <model_dir>/controller_server_addr.txt.
+//
+// Exit status: 0 after training and evaluation, 2 for a bad command line or bad input (missing or
+// corrupt data files, a bad pattern, an unwritable --model_dir, a bad --restore_dir), 1 for a
+// failure at run time.
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/pkg/hooks/runhook"
+	"github.com/monolith-go/monolith/pkg/runconfig"
+	"github.com/monolith-go/monolith/pkg/trainenv"
+)
+
+const name = "train"
+
+const description = "Train a logistic regression on TFRecord files of Monolith Examples with the training runtime " +
+	"(run config, service discovery, checkpoints, controller). Without --train_data it trains on a generated " +
+	"click log (nothing to install) and prints the generator's best AUC and the model's eval AUC."
+
+// cmdFlags is the command line: the RunnerConfig's flags and the command's own, both from specs.
+type cmdFlags struct {
+	cli.Common
+	runconfig.RunnerFlags
+	cputrainingspec.TrainFlags
+}
+
+// deps is what run takes from its process; tests replace it.
+type deps struct {
+	// env is the environment the run config and the service discovery read (nil: the process's).
+	env trainenv.Env
+	// setenv receives the run config's environment exports (nil: os.Setenv).
+	setenv func(name, value string) error
+	// hooks run in the training loop after the command's own (tests watch the run through them).
+	hooks []runhook.Hook
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, deps{})
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) int {
+	var c cmdFlags
+	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return cli.Exit(name, cli.Usage(err), stderr)
+	}
+	log := c.Logger(stderr, level)
+	// Packages that log through slog's default logger log in the same format.
+	slog.SetDefault(log)
+	if d.env == nil {
+		d.env = trainenv.FromOS()
+	}
+	if d.setenv == nil {
+		d.setenv = os.Setenv
+	}
+	err := train(ctx, c, flagGiven(args, "discovery_type"), stdout, log, d)
+	return cli.Exit(name, oneLine(classify(err)), stderr)
+}
+
+// flagGiven reports whether args name --flag (as --flag=value or --flag value) before a "--".
+func flagGiven(args []string, flag string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--"+flag || strings.HasPrefix(a, "--"+flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// inputError is an error reading the training or evaluation data: bad input, exit status 2.
+type inputError struct {
+	what string // "training input", "evaluation input"
+	err  error
+}
+
+func (e *inputError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+// classify makes an error of the input data a usage error, named by itself rather than by the
+// layers of the loop it went through.
+func classify(err error) error {
+	var ie *inputError
+	if errors.As(err, &ie) && !errors.As(err, new(cli.UsageError)) {
+		return cli.Usage(ie)
+	}
+	return err
+}
+
+// lineError is an error printed on one line (errors.Join and some causes hold newlines).
+type lineError struct{ error }
+
+func (e lineError) Error() string { return strings.ReplaceAll(e.error.Error(), "\n", "; ") }
+func (e lineError) Unwrap() error { return e.error }
+
+func oneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return lineError{err}
+}
