@@ -489,7 +489,8 @@ func TestZKDiscovery(t *testing.T) {
 }
 
 // The other discoveries: Primus (TF_CONFIG fixes the address and the role; registration is a
-// no-op) and Consul (the reference's HTTP protocol, against consultest's agent).
+// no-op), MLP (the MLP_* variables fix them) and Consul (the reference's HTTP protocol, against
+// consultest's agent, which sees the registration while training runs and the deregistration).
 func TestOtherDiscoveries(t *testing.T) {
 	leakcheck.Check(t)
 	tfConfig := func(typ string, index int) string {
@@ -506,6 +507,15 @@ func TestOtherDiscoveries(t *testing.T) {
 		r := start(t, withArgs(small, "--model_dir="+t.TempDir(), "--discovery_type=primus", tfConfig("worker", 0)), nil)()
 		if r.code != 2 || !strings.Contains(r.stderr, "train: primus discovery makes this process worker 1") {
 			t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+	})
+	t.Run("mlp", func(t *testing.T) {
+		env := trainenv.Env{"MLP_ROLE": "worker", "MLP_ROLE_INDEX": "0", "MLP_WORKER_NUM": "1", "MLP_PORT": "2230",
+			"YARN_INET_ADDR": "127.0.0.1", "MLP_WORKER_0_PRIMARY_HOST": "127.0.0.1", "MLP_WORKER_0_PORT": "2230"}
+		wait := start(t, withArgs(small, "--model_dir="+t.TempDir(), "--discovery_type=mlp"), env)
+		r := wait()
+		if r.code != 0 || !strings.Contains(r.stdout, "  registered   worker.0 at 127.0.0.1:2230 (1 of 1 workers visible)") {
+			t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
 	t.Run("consul", func(t *testing.T) {
