@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	monolithckptpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
@@ -110,18 +109,8 @@ func (c *Checkpointer) touchMonolithState() error {
 	if c.o.NoMonolithState {
 		return nil
 	}
-	st, err := checkpoint.ReadMonolithState(c.o.Dir, true, c.o.Log)
-	if err != nil {
+	if err := checkpoint.UpdateMonolithState(c.o.Dir, true, false, c.o.Now(), c.o.Log); err != nil {
 		return fmt.Errorf("ckptdir: %w", err)
-	}
-	if st == nil {
-		t := monolithckptpb.MonolithCheckpointState_CUCKOO_HASH_MAP
-		st = &checkpoint.MonolithState{BuiltinHashTableType: &t}
-	}
-	ts := c.o.Now().Unix()
-	st.LastCheckpointSaveTimestamp = &ts
-	if err := checkpoint.WriteMonolithState(c.o.Dir, st); err != nil {
-		return fmt.Errorf("ckptdir: monolith state: %w", err)
 	}
 	return nil
 }

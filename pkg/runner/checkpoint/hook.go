@@ -307,8 +307,15 @@ func (h *SaverHook) updateMonolithState(update bool) error {
 	if h.o.NoMonolithState {
 		return nil
 	}
-	dir := h.o.Saver.Dir()
-	st, err := ReadMonolithState(dir, true, h.o.Log)
+	return UpdateMonolithState(h.o.Saver.Dir(), update, h.o.NativeMultiHashTable, h.o.Now(), h.o.Log)
+}
+
+// UpdateMonolithState is _create_or_update_monolith_ckpt_state for the checkpoints in dir: it
+// creates monolith_checkpoint when missing (hash table type CUCKOO_HASH_MAP, or
+// MULTI_CUCKOO_HASH_MAP with multiHashTable) with now as the last save time; with update it also
+// sets an existing one's last save time (dropping exempt checkpoints that no longer exist).
+func UpdateMonolithState(dir string, update, multiHashTable bool, now time.Time, log *slog.Logger) error {
+	st, err := ReadMonolithState(dir, true, log)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -316,14 +323,14 @@ func (h *SaverHook) updateMonolithState(update bool) error {
 	case st == nil:
 		st = &MonolithState{}
 		t := monolithckptpb.MonolithCheckpointState_CUCKOO_HASH_MAP
-		if h.o.NativeMultiHashTable {
+		if multiHashTable {
 			t = monolithckptpb.MonolithCheckpointState_MULTI_CUCKOO_HASH_MAP
 		}
 		st.BuiltinHashTableType = &t
 	case !update:
 		return nil
 	}
-	ts := h.o.Now().Unix()
+	ts := now.Unix()
 	st.LastCheckpointSaveTimestamp = &ts
 	if err := WriteMonolithState(dir, st); err != nil {
 		return fmt.Errorf("checkpoint: monolith state: %w", err)
