@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
@@ -17,6 +18,29 @@ import (
 // realSessionTimeout is the session timeout of the real clients (the server's tick is 200 ms, so
 // it is granted as asked).
 const realSessionTimeout = 2 * time.Second
+
+// startAvailable starts a manager of referenceConf(1) on its own real session under chroot, its
+// TF Serving stub reporting every model AVAILABLE and updates every 20 ms; it returns the
+// manager (stopped at cleanup), its client, an observer's client and its config. There is no
+// periodic reconciliation: Stop cancelling one in flight trips a data race in zkreal's call (its
+// abandoned library call writes the caller's result variables).
+func startAvailable(t *testing.T, srv *zktest.Server, chroot string) (m *Manager, client, observer *zkreal.Client, conf *agentconf.AgentConfig) {
+	t.Helper()
+	client, observer = connectReal(t, srv, chroot), connectReal(t, srv, chroot)
+	conf = referenceConf(t, 1)
+	stub := &statusStub{}
+	for _, n := range []string{"ps_1", "ps_6", "ps_11", "ps_16", "entry"} {
+		stub.set(n, vs(1, sAvail))
+	}
+	m = newManager(t, client, conf, ManagerOptions{
+		Watcher: WatcherOptions{PollInterval: time.Hour},
+		Updater: UpdaterOptions{Status: stub, UpdateInterval: 20 * time.Millisecond}})
+	if err := m.Start(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	return m, client, observer, conf
+}
 
 func connectReal(t testing.TB, srv *zktest.Server, chroot string) *zkreal.Client {
 	t.Helper()
@@ -40,22 +64,8 @@ func TestRealZooKeeper(t *testing.T) {
 	// session timeout, and its watches deliver what changed meanwhile and what changes afterwards.
 	t.Run("session expiry", func(t *testing.T) {
 		leakcheck.Check(t)
-		client, observer := connectReal(t, srv, "/expiry"), connectReal(t, srv, "/expiry")
-		conf := referenceConf(t, 1)
-		stub := &statusStub{}
-		for _, n := range []string{"ps_1", "ps_6", "ps_11", "ps_16", "entry"} {
-			stub.set(n, vs(1, sAvail))
-		}
-		m := newManager(t, client, conf, ManagerOptions{
-			// No periodic reconciliation here: Stop cancelling one in flight trips a data race in
-			// zkreal's call (its abandoned library call writes the caller's result variables).
-			Watcher: WatcherOptions{PollInterval: time.Hour},
-			Updater: UpdaterOptions{Status: stub, UpdateInterval: 20 * time.Millisecond}})
+		m, client, observer, conf := startAvailable(t, srv, "/expiry")
 		ctx := tctx(t)
-		if err := m.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer m.Stop()
 		const other = "/bz/service/test_model/lf:default/ps:0/0"
 		put(t, observer, other, meta("192.168.0.1:1", avail))
 		own := m.Updater().Paths()

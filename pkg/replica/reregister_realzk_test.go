@@ -23,22 +23,10 @@ import (
 func TestNoGapWhileReregistering(t *testing.T) {
 	srv := zktest.Start(t, zktest.WithTickTime(200*time.Millisecond))
 	leakcheck.Check(t)
-	client, observer := connectReal(t, srv, "/nogap"), connectReal(t, srv, "/nogap")
-	conf := referenceConf(t, 1)
-	stub := &statusStub{}
-	for _, n := range []string{"ps_1", "ps_6", "ps_11", "ps_16", "entry"} {
-		stub.set(n, vs(1, sAvail))
-	}
-	m := newManager(t, client, conf, ManagerOptions{
-		Watcher: WatcherOptions{PollInterval: time.Hour},
-		// Status updates as fast as the reference's 1 s would hide nothing: the gap was the
-		// re-registration's own.
-		Updater: UpdaterOptions{Status: stub, UpdateInterval: 20 * time.Millisecond}})
+	// Status updates every 20 ms, faster than the reference's 1 s, would hide nothing: the gap
+	// was the re-registration's own.
+	m, client, observer, conf := startAvailable(t, srv, "/nogap")
 	ctx := tctx(t)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Stop()
 	here := ConfDC(conf)
 	own := m.Updater().Paths()
 	// This host's address in the answers, per server type (the gRPC port of its role).
