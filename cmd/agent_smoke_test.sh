@@ -25,7 +25,9 @@ get() { # get PATH: the body of an HTTP/1.0 GET
   exec 3>&-
 }
 [ "$(get /healthz)" = "ok" ] || { echo "/healthz is not ok"; exit 1; }
-get /status | grep -q '"path": "/demo/layouts/demo_layout"' || { echo "/status lacks the layout:"; get /status; exit 1; }
+# (The body goes to a variable first: with pipefail, grep -q quitting early would fail the pipe.)
+status=$(get /status)
+grep -q '"path": "/demo/layouts/demo_layout"' <<<"$status" || { echo "/status lacks the layout:"; echo "$status"; exit 1; }
 if wait "$pid"; then :; else echo "the demo exited with status $?:"; cat "$out"; exit 1; fi
 for want in "Monolith agent demo" "layout /demo/layouts/demo_layout lists demo_model:entry" "Press Ctrl-C to stop." \
   "agent stopped (--exit_after 4s elapsed)"; do

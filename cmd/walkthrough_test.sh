@@ -86,8 +86,11 @@ echo "$hb" >hb.log
 for sg in entry ps_0 ps_1; do grep -q "test_ffm_model:$sg  -> (1)" <<<"$hb" || fail "HeartBeat lacks test_ffm_model:$sg: $hb"; done
 status=$(http_get "$STATUS_PORT" /status)
 [ "$(grep -c '"state": "AVAILABLE"' <<<"$status")" -eq 3 ] || fail "/status: not 3 models AVAILABLE: $status"
-http_get "$STATUS_PORT" /readyz | grep -q '"ready": true' || fail "/readyz: $(http_get "$STATUS_PORT" /readyz)"
-http_get "$STATUS_PORT" / | grep -q "test_ffm_model:ps_1" || fail "the status page lacks the models"
+# (Bodies go to variables first: with pipefail, grep -q quitting early would fail the pipe.)
+readyz=$(http_get "$STATUS_PORT" /readyz)
+grep -q '"ready": true' <<<"$readyz" || fail "/readyz: $readyz"
+page=$(http_get "$STATUS_PORT" /)
+grep -q "test_ffm_model:ps_1" <<<"$page" || fail "the status page lacks the models: $page"
 
 # 6. SIGTERM stops the agent cleanly.
 kill -TERM "$agent_pid"
