@@ -121,12 +121,12 @@ func TestDemoReachesTheBestAUC(t *testing.T) {
 }
 
 // A second run on the same model dir restores the last checkpoint and its global step goes on;
-// retention keeps the last --checkpoints_max_to_keep checkpoints; progress is logged every
+// retention keeps the last --max_to_keep (--checkpoints_max_to_keep) checkpoints; progress is logged every
 // --log_step_count_steps with step, examples/s and loss.
 func TestResumeAndRetention(t *testing.T) {
 	leakcheck.Check(t)
 	dir := t.TempDir()
-	args := withArgs(small, "--model_dir="+dir, "--save_checkpoints_steps=5", "--checkpoints_max_to_keep=2")
+	args := withArgs(small, "--model_dir="+dir, "--save_checkpoints_steps=5", "--max_to_keep=2")
 	r1 := runOK(t, args...)
 	if _, _, steps := r1.final(t); steps != smallSteps {
 		t.Fatalf("first run: steps %d, want %d", steps, smallSteps)

@@ -59,6 +59,9 @@ func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 			if f.Short != "" {
 				tags = append(tags, fmt.Sprintf("short:%q", f.Short))
 			}
+			if len(f.Aliases) > 0 {
+				tags = append(tags, fmt.Sprintf("aliases:%q", strings.Join(f.Aliases, ",")))
+			}
 			fmt.Fprintf(&b, "\t%s %s `%s`\n", f.GoIdent(), goType, strings.Join(tags, " "))
 		}
 		b.WriteString("}\n\n")

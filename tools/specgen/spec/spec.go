@@ -122,6 +122,9 @@ type Flag struct {
 	Env     string     `yaml:"env"`
 	Enum    []string   `yaml:"enum"`
 	Short   string     `yaml:"short"`
+	// Aliases are other names the flag is also given by (--max_to_keep for
+	// --checkpoints_max_to_keep).
+	Aliases []string `yaml:"aliases"`
 	// Optional flags default to unset (Python None): a pointer in Go, nil unless given.
 	Optional bool `yaml:"optional"`
 	Line     int  `yaml:"-"`
@@ -310,10 +313,12 @@ func validate(file string, s *Spec) error {
 		names := map[string]int{}
 		for j := range fs.Flags {
 			f := &fs.Flags[j]
-			if prev, ok := names[f.Name]; ok {
-				return errAt(f.Line, "flags %q: duplicate flag %q (first at line %d)", fs.Command, f.Name, prev)
+			for _, n := range append([]string{f.Name}, f.Aliases...) {
+				if prev, ok := names[n]; ok {
+					return errAt(f.Line, "flags %q: duplicate flag %q (first at line %d)", fs.Command, n, prev)
+				}
+				names[n] = f.Line
 			}
-			names[f.Name] = f.Line
 			switch f.Type {
 			case FlagString, FlagPath, FlagInt, FlagFloat, FlagBool, FlagDuration:
 				if len(f.Enum) > 0 {

@@ -28,6 +28,7 @@ func TestParseErrors(t *testing.T) {
 		{"string_map not optional", head + "configs:\n  - name: C\n    fields:\n      - {name: m, type: string_map}\n", `a string_map is optional`},
 		{"string_map default", head + "configs:\n  - name: C\n    fields:\n      - {name: m, type: string_map, optional: true, default: x}\n", `a string_map's default is null`},
 		{"bad foreign embed", head + "configs:\n  - name: C\n    embeds: [other#B]\n    fields:\n      - {name: a, type: int}\n", `want <spec path relative to specs/>.yaml#<config>`},
+		{"flag alias is another flag", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: x, type: int, help: h}\n      - {name: y, type: int, help: h, aliases: [x]}\n", `flags "a": duplicate flag "x" (first at line 7)`},
 		{"alias", "&a x: 1\n", `unknown key "x"`},
 		{"bad yaml", head + "configs: [\n", `specs/t.yaml:`},
 	}

@@ -47,7 +47,7 @@ type RunnerFlags struct {
 	WarmupFile                                 string   `name:"warmup_file" help:"The warmup file name. (default: ${default})" default:"./warmup_file"`
 	SkipZeroEmbeddingWhenServing               bool     `name:"skip_zero_embedding_when_serving" help:"Whether skip to restore zero embedding(L2 norm = 0) when serving (default: ${default})" default:"false"`
 	MaxRPCDeadlineMillis                       int      `name:"max_rpc_deadline_millis" help:"Timeout for remote predict op in millisenconds. (default: ${default})" default:"30000"`
-	CheckpointsMaxToKeep                       int      `name:"checkpoints_max_to_keep" help:"The maximum number of recent checkpoint files to keep. (default: ${default})" default:"10"`
+	CheckpointsMaxToKeep                       int      `name:"checkpoints_max_to_keep" help:"The maximum number of recent checkpoint files to keep. (default: ${default})" default:"10" aliases:"max_to_keep"`
 	SubmitTimeSecs                             *int     `name:"submit_time_secs" help:"The time when job submitted."`
 	ContainersReadyTimeSecs                    *int     `name:"containers_ready_time_secs" help:"The time when all containers are ready."`
 	ClusterType                                string   `name:"cluster_type" help:"Type of cluster. Can be 'stable', 'tide' or 'k8s' (default: ${default})" default:"stable"`
