@@ -38,11 +38,16 @@ func (o *adagrad) apply(emb, norm, grad []float32, lr float32, _ int64) {
 	adagradBlocks(emb, norm, grad, lr, o.weightDecay)
 }
 
-// adagradBlocks is the reference's AdagradOptimize (AVX2 build): full blocks of 8 as the AVX
-// kernel computes them, then the scalar loop.
+// adagradBlocks is the reference's AdagradOptimize (AVX build): full blocks of 8 as the AVX
+// kernel computes them (on amd64 with AVX and FMA, by the same instructions in
+// adagrad_amd64.s; elsewhere in Go with fma32), then the scalar loop.
 func adagradBlocks(w, norm, grad []float32, lr, wd float32) {
 	n := len(w) &^ 7
 	norm, grad = norm[:len(w)], grad[:len(w)]
+	if adagradBlocksFast(w, norm, grad, n, lr, wd) {
+		adagradTail(w[n:], norm[n:], grad[n:], lr, wd)
+		return
+	}
 	for i := 0; i < n; i++ {
 		g := fma32(wd, w[i], grad[i])
 		nn := fma32(g, g, norm[i])
@@ -50,7 +55,12 @@ func adagradBlocks(w, norm, grad []float32, lr, wd float32) {
 		eff := lr / sqrt32(nn)
 		w[i] = fma32(-eff, grad[i], w[i])
 	}
-	for i := n; i < len(w); i++ {
+	adagradTail(w[n:], norm[n:], grad[n:], lr, wd)
+}
+
+// adagradTail is the reference's scalar loop (BaselineAdagradOptimize).
+func adagradTail(w, norm, grad []float32, lr, wd float32) {
+	for i := range w {
 		g := grad[i] + float32(wd*w[i])
 		norm[i] += float32(g * g)
 		eff := lr / sqrt32(norm[i])

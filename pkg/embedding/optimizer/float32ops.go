@@ -18,6 +18,18 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 // midpoint between two float32 values while the exact sum lies off it; the rounding error of the
 // float64 sum (TwoSum) says on which side, and picks the float32 neighbour on that side.
 func fma32(a, b, c float32) float32 {
+	s := float64(a)*float64(b) + float64(c)
+	// Fast path: s in float32's normal range and not a float32 midpoint (one 1 bit followed by 28
+	// zero bits below float32's last mantissa bit), so rounding s rounds the exact sum.
+	bits := math.Float64bits(s)
+	if exp := bits >> 52 & 0x7ff; exp >= 1023-126 && exp < 1023+128 && bits&(1<<29-1) != 1<<28 {
+		return float32(s)
+	}
+	return fma32Slow(a, b, c)
+}
+
+// fma32Slow is fma32 for midpoints, float32 subnormals, overflow, NaN and Inf.
+func fma32Slow(a, b, c float32) float32 {
 	p := float64(a) * float64(b)
 	s := p + float64(c)
 	r := float32(s)
