@@ -6,6 +6,7 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/backend"
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/discovery"
+	"github.com/monolith-go/monolith/parity/adapters/hashtableoptimizer"
 	"github.com/monolith-go/monolith/parity/adapters/mockedtfserving"
 	"github.com/monolith-go/monolith/parity/adapters/modelmgr"
 	"github.com/monolith-go/monolith/parity/adapters/replica"
@@ -25,6 +26,7 @@ func RegisterAll(r *harness.Registry) {
 	backend.Register(r)
 	datadef.Register(r)
 	discovery.Register(r)
+	hashtableoptimizer.Register(r)
 	mockedtfserving.Register(r)
 	modelmgr.Register(r)
 	replica.Register(r)
