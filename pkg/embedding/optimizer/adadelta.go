@@ -16,9 +16,8 @@ type adadelta struct {
 	epsilon          float32
 }
 
-func newAdadelta(c *optimizerpb.AdadeltaOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("adadelta", c.DimSize, dim)
-	return &adadelta{d: d, weightDecay: c.GetWeightDecayFactor(), rho: c.GetAveragingRatio(), epsilon: c.GetEpsilon()}, err
+func newAdadelta(c *optimizerpb.AdadeltaOptimizerConfig, d int) single {
+	return &adadelta{d: d, weightDecay: c.GetWeightDecayFactor(), rho: c.GetAveragingRatio(), epsilon: c.GetEpsilon()}
 }
 
 func (o *adadelta) dim() int       { return o.d }

@@ -19,9 +19,8 @@ type adagrad struct {
 	weightDecay  float32
 }
 
-func newAdagrad(c *optimizerpb.AdagradOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("adagrad", c.DimSize, dim)
-	return &adagrad{d: d, initialAccum: c.GetInitialAccumulatorValue(), weightDecay: c.GetWeightDecayFactor()}, err
+func newAdagrad(c *optimizerpb.AdagradOptimizerConfig, d int) single {
+	return &adagrad{d: d, initialAccum: c.GetInitialAccumulatorValue(), weightDecay: c.GetWeightDecayFactor()}
 }
 
 func (o *adagrad) dim() int       { return o.d }

@@ -28,16 +28,14 @@ type adam struct {
 	epsilon      float32
 }
 
-func newAdam(c *optimizerpb.AdamOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("adam", c.DimSize, dim)
+func newAdam(c *optimizerpb.AdamOptimizerConfig, d int) single {
 	return &adam{name: "Adam", d: d, beta1: c.GetBeta1(), beta2: c.GetBeta2(), weightDecay: c.GetWeightDecayFactor(),
-		nesterov: c.GetUseNesterov(), epsilon: c.GetEpsilon()}, err
+		nesterov: c.GetUseNesterov(), epsilon: c.GetEpsilon()}
 }
 
-func newAmsgrad(c *optimizerpb.AmsgradOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("amsgrad", c.DimSize, dim)
+func newAmsgrad(c *optimizerpb.AmsgradOptimizerConfig, d int) single {
 	return &adam{name: "Amsgrad", amsgrad: true, d: d, beta1: c.GetBeta1(), beta2: c.GetBeta2(),
-		weightDecay: c.GetWeightDecayFactor(), nesterov: c.GetUseNesterov(), epsilon: c.GetEpsilon()}, err
+		weightDecay: c.GetWeightDecayFactor(), nesterov: c.GetUseNesterov(), epsilon: c.GetEpsilon()}
 }
 
 func (o *adam) dim() int { return o.d }

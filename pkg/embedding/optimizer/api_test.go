@@ -5,11 +5,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
+	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -264,4 +266,50 @@ func randomFloats(rng *rand.Rand, n int) []float32 {
 
 func sameFloats(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+}
+
+// TestApplyConcurrent: goroutines updating different entries with one optimizer get the values a
+// single goroutine gets (the optimizer holds no per-entry data), stochastic rounding's shared
+// generator included as far as the race detector can tell.
+func TestApplyConcurrent(t *testing.T) {
+	leakcheck.Check(t)
+	const workers, entries, dim = 4, 64, 16
+	for _, config := range []string{"adagrad { weight_decay_factor: 0.01 }", "adam {}", "ftrl {} stochastic_rounding_float16: true"} {
+		t.Run(config, func(t *testing.T) {
+			o := mustNew(t, config, dim)
+			slot := dim + o.StateSize()
+			rng := rand.New(rand.NewPCG(9, 9))
+			pool := make([]float32, workers*entries*slot)
+			grads := randomFloats(rng, len(pool))
+			for e := range workers * entries {
+				copy(pool[e*slot:], randomFloats(rng, dim))
+				o.Init(pool[e*slot+dim : (e+1)*slot])
+			}
+			serial := slices.Clone(pool)
+			update := func(p []float32, e int) {
+				s := p[e*slot : (e+1)*slot]
+				o.Apply(s[:dim], s[dim:], grads[e*slot:e*slot+dim], []float32{0.1}, 3)
+			}
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for e := w * entries; e < (w+1)*entries; e++ {
+						update(pool, e)
+					}
+				}()
+			}
+			wg.Wait()
+			if strings.Contains(config, "stochastic") {
+				return // the draws depend on the interleaving
+			}
+			for e := range workers * entries {
+				update(serial, e)
+			}
+			if !sameFloats(pool, serial) {
+				t.Fatal("concurrent updates differ from serial ones")
+			}
+		})
+	}
 }

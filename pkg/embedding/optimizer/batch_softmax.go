@@ -14,11 +14,8 @@ import (
 // last update, kept in the bits of two float32 slots (low word first).
 type batchSoftmax struct{}
 
-func newBatchSoftmax(c *optimizerpb.BatchSoftmaxOptimizerConfig, dim int) (single, error) {
+func newBatchSoftmax(dim int) (single, error) {
 	// The reference DCHECKs dim_size == 1 and reads num[0] only.
-	if _, err := checkDim("batch_softmax", c.DimSize, dim); err != nil {
-		return nil, err
-	}
 	if dim != 1 {
 		return nil, errkind.New(errkind.Value, "optimizer: batch_softmax.dim_size %d: want 1", dim)
 	}

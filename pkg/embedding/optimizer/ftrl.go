@@ -19,10 +19,9 @@ type ftrl struct {
 	l1, l2             float32
 }
 
-func newFtrl(c *optimizerpb.FtrlOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("ftrl", c.DimSize, dim)
+func newFtrl(c *optimizerpb.FtrlOptimizerConfig, d int) single {
 	return &ftrl{d: d, initialAccum: c.GetInitialAccumulatorValue(), beta: c.GetBeta(),
-		l1: c.GetL1RegularizationStrength(), l2: c.GetL2RegularizationStrength()}, err
+		l1: c.GetL1RegularizationStrength(), l2: c.GetL2RegularizationStrength()}
 }
 
 func (o *ftrl) dim() int       { return o.d }

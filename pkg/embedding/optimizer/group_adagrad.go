@@ -16,10 +16,9 @@ type groupAdagrad struct {
 	l2, weightDecay    float32
 }
 
-func newGroupAdagrad(c *optimizerpb.GroupAdaGradOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("group_adagrad", c.DimSize, dim)
+func newGroupAdagrad(c *optimizerpb.GroupAdaGradOptimizerConfig, d int) single {
 	return &groupAdagrad{d: d, initialAccum: c.GetInitialAccumulatorValue(), beta: c.GetBeta(),
-		l2: c.GetL2RegularizationStrength(), weightDecay: c.GetWeightDecayFactor()}, err
+		l2: c.GetL2RegularizationStrength(), weightDecay: c.GetWeightDecayFactor()}
 }
 
 func (o *groupAdagrad) dim() int             { return o.d }

@@ -15,9 +15,8 @@ type momentum struct {
 	nesterov              bool
 }
 
-func newMomentum(c *optimizerpb.MomentumOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("momentum", c.DimSize, dim)
-	return &momentum{d: d, weightDecay: c.GetWeightDecayFactor(), momentum: c.GetMomentum(), nesterov: c.GetUseNesterov()}, err
+func newMomentum(c *optimizerpb.MomentumOptimizerConfig, d int) single {
+	return &momentum{d: d, weightDecay: c.GetWeightDecayFactor(), momentum: c.GetMomentum(), nesterov: c.GetUseNesterov()}
 }
 
 func (o *momentum) dim() int         { return o.d }

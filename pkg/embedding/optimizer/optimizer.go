@@ -70,46 +70,50 @@ func New(cfg *optimizerpb.OptimizerConfig, dim int) (Optimizer, error) {
 	if dim <= 0 {
 		return nil, errkind.New(errkind.Value, "optimizer: dimension %d: want > 0", dim)
 	}
-	var (
-		s   single
-		err error
-	)
+	var s single
 	switch t := cfg.GetType().(type) {
-	case *optimizerpb.OptimizerConfig_Sgd:
-		s, err = newSgd(t.Sgd, dim)
-	case *optimizerpb.OptimizerConfig_Adagrad:
-		s, err = newAdagrad(t.Adagrad, dim)
-	case *optimizerpb.OptimizerConfig_Ftrl:
-		s, err = newFtrl(t.Ftrl, dim)
-	case *optimizerpb.OptimizerConfig_Adadelta:
-		s, err = newAdadelta(t.Adadelta, dim)
-	case *optimizerpb.OptimizerConfig_Adam:
-		s, err = newAdam(t.Adam, dim)
-	case *optimizerpb.OptimizerConfig_Amsgrad:
-		s, err = newAmsgrad(t.Amsgrad, dim)
-	case *optimizerpb.OptimizerConfig_Momentum:
-		s, err = newMomentum(t.Momentum, dim)
-	case *optimizerpb.OptimizerConfig_MovingAverage:
-		s, err = newMovingAverage(t.MovingAverage, dim)
-	case *optimizerpb.OptimizerConfig_Rmsprop:
-		s, err = newRmsprop(t.Rmsprop, dim)
-	case *optimizerpb.OptimizerConfig_Rmspropv2:
-		s, err = newRmspropV2(t.Rmspropv2, dim)
-	case *optimizerpb.OptimizerConfig_GroupAdagrad:
-		s, err = newGroupAdagrad(t.GroupAdagrad, dim)
-	case *optimizerpb.OptimizerConfig_BatchSoftmax:
-		s, err = newBatchSoftmax(t.BatchSoftmax, dim)
 	case *optimizerpb.OptimizerConfig_DynamicWdAdagrad:
 		// The reference declares these two but its constructors throw.
 		return nil, notImplemented(cctext.ShortFormat(t.DynamicWdAdagrad))
 	case *optimizerpb.OptimizerConfig_GroupFtrl:
 		return nil, notImplemented(cctext.ShortFormat(t.GroupFtrl))
-	default:
-		// dc (a decorator the factory does not build) and an empty oneof.
+	case nil, *optimizerpb.OptimizerConfig_Dc:
+		// dc is a decorator the factory does not build.
 		return nil, notImplemented(cctext.ShortFormat(cfg))
 	}
-	if err != nil {
+	if err := checkDim(cfg, dim); err != nil {
 		return nil, err
+	}
+	switch t := cfg.GetType().(type) {
+	case *optimizerpb.OptimizerConfig_Sgd:
+		s = newSgd(t.Sgd, dim)
+	case *optimizerpb.OptimizerConfig_Adagrad:
+		s = newAdagrad(t.Adagrad, dim)
+	case *optimizerpb.OptimizerConfig_Ftrl:
+		s = newFtrl(t.Ftrl, dim)
+	case *optimizerpb.OptimizerConfig_Adadelta:
+		s = newAdadelta(t.Adadelta, dim)
+	case *optimizerpb.OptimizerConfig_Adam:
+		s = newAdam(t.Adam, dim)
+	case *optimizerpb.OptimizerConfig_Amsgrad:
+		s = newAmsgrad(t.Amsgrad, dim)
+	case *optimizerpb.OptimizerConfig_Momentum:
+		s = newMomentum(t.Momentum, dim)
+	case *optimizerpb.OptimizerConfig_MovingAverage:
+		s = newMovingAverage(t.MovingAverage, dim)
+	case *optimizerpb.OptimizerConfig_Rmsprop:
+		s = newRmsprop(t.Rmsprop, dim)
+	case *optimizerpb.OptimizerConfig_Rmspropv2:
+		s = newRmspropV2(t.Rmspropv2, dim)
+	case *optimizerpb.OptimizerConfig_GroupAdagrad:
+		s = newGroupAdagrad(t.GroupAdagrad, dim)
+	case *optimizerpb.OptimizerConfig_BatchSoftmax:
+		var err error
+		if s, err = newBatchSoftmax(dim); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, notImplemented(cctext.ShortFormat(cfg)) // a oneof case added to the proto later
 	}
 	var o part = &wrapped{s: s}
 	if cfg.GetStochasticRoundingFloat16() {
@@ -122,12 +126,16 @@ func notImplemented(config string) error {
 	return errkind.New(errkind.Value, "optimizer is not implemented yet. %s", config)
 }
 
-// checkDim resolves a config's dim_size against the table's dimension.
-func checkDim(name string, dimSize *int32, dim int) (int, error) {
-	if dimSize != nil && int(*dimSize) != dim {
-		return 0, errkind.New(errkind.Value, "optimizer: %s.dim_size %d does not match the embedding dimension %d", name, *dimSize, dim)
+// checkDim checks the set optimizer config's dim_size (when set) against the table's dimension.
+func checkDim(cfg *optimizerpb.OptimizerConfig, dim int) error {
+	m := cfg.ProtoReflect()
+	fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("type"))
+	sub := m.Get(fd).Message()
+	dimSize := sub.Descriptor().Fields().ByName("dim_size")
+	if sub.Has(dimSize) && sub.Get(dimSize).Int() != int64(dim) {
+		return errkind.New(errkind.Value, "optimizer: %s.dim_size %d does not match the embedding dimension %d", fd.Name(), sub.Get(dimSize).Int(), dim)
 	}
-	return dim, nil
+	return nil
 }
 
 // wrapped adapts a single optimizer to Optimizer.

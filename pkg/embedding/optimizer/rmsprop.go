@@ -20,14 +20,12 @@ type rmsprop struct {
 	momentum    float32
 }
 
-func newRmsprop(c *optimizerpb.RmspropOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("rmsprop", c.DimSize, dim)
-	return &rmsprop{d: d, configLR: c.GetLearningRate(), weightDecay: c.GetWeightDecayFactor(), momentum: c.GetMomentum()}, err
+func newRmsprop(c *optimizerpb.RmspropOptimizerConfig, d int) single {
+	return &rmsprop{d: d, configLR: c.GetLearningRate(), weightDecay: c.GetWeightDecayFactor(), momentum: c.GetMomentum()}
 }
 
-func newRmspropV2(c *optimizerpb.RmspropV2OptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("rmspropv2", c.DimSize, dim)
-	return &rmsprop{v2: true, d: d, configLR: c.GetLearningRate(), weightDecay: c.GetWeightDecayFactor(), momentum: c.GetMomentum()}, err
+func newRmspropV2(c *optimizerpb.RmspropV2OptimizerConfig, d int) single {
+	return &rmsprop{v2: true, d: d, configLR: c.GetLearningRate(), weightDecay: c.GetWeightDecayFactor(), momentum: c.GetMomentum()}
 }
 
 func (o *rmsprop) dim() int         { return o.d }

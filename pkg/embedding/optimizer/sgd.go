@@ -9,9 +9,8 @@ import (
 // sgd is plain gradient descent: w -= lr * g. No state.
 type sgd struct{ d int }
 
-func newSgd(c *optimizerpb.SgdOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("sgd", c.DimSize, dim)
-	return &sgd{d: d}, err
+func newSgd(_ *optimizerpb.SgdOptimizerConfig, d int) single {
+	return &sgd{d: d}
 }
 
 func (o *sgd) dim() int             { return o.d }
@@ -43,9 +42,8 @@ type movingAverage struct {
 	momentum float32
 }
 
-func newMovingAverage(c *optimizerpb.MovingAverageOptimizerConfig, dim int) (single, error) {
-	d, err := checkDim("moving_average", c.DimSize, dim)
-	return &movingAverage{d: d, momentum: c.GetMomentum()}, err
+func newMovingAverage(c *optimizerpb.MovingAverageOptimizerConfig, d int) single {
+	return &movingAverage{d: d, momentum: c.GetMomentum()}
 }
 
 func (o *movingAverage) dim() int             { return o.d }
