@@ -26,6 +26,8 @@ var pyKinds = map[string]errkind.Kind{
 	// be carried out in the current state (errkind has no "exists" kind, and the value is not wrong).
 	"NodeExistsError": errkind.Runtime,
 	"Exception":       errkind.Generic,
+	// The C++ references' std::invalid_argument (the hash table optimizers' factory): a bad value.
+	"std::invalid_argument": errkind.Value,
 }
 
 // KindOfPython returns the errkind that stands for the Python exception class pyType.
