@@ -26,7 +26,7 @@ type EntryDump struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entry's id (feature id or item id).
 	Id *int64 `protobuf:"fixed64,1,opt,name=id" json:"id,omitempty"`
-	// The entry's numbers: for file_ops' dumps, the bias followed by the embedding.
+	// The entry's numbers: the embedding (for file_ops' dumps, the bias followed by the embedding).
 	Num             []float32                `protobuf:"fixed32,2,rep,name=num" json:"num,omitempty"`
 	Opt             *optimizer.OptimizerDump `protobuf:"bytes,3,opt,name=opt" json:"opt,omitempty"`
 	LastUpdateTsSec *int64                   `protobuf:"varint,4,opt,name=last_update_ts_sec,json=lastUpdateTsSec" json:"last_update_ts_sec,omitempty"`
@@ -92,6 +92,563 @@ func (x *EntryDump) GetLastUpdateTsSec() int64 {
 	return 0
 }
 
+// Use per slot expire time (in days) to align with sail requirement.
+// In future, slot settings might be deprecated.
+type SlotExpireTimeConfig struct {
+	state           protoimpl.MessageState                 `protogen:"open.v1"`
+	SlotExpireTimes []*SlotExpireTimeConfig_SlotExpireTime `protobuf:"bytes,1,rep,name=slot_expire_times,json=slotExpireTimes" json:"slot_expire_times,omitempty"`
+	// default expire time is 100 years.
+	DefaultExpireTime *uint32 `protobuf:"varint,2,opt,name=default_expire_time,json=defaultExpireTime,def=36500" json:"default_expire_time,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+// Default values for SlotExpireTimeConfig fields.
+const (
+	Default_SlotExpireTimeConfig_DefaultExpireTime = uint32(36500)
+)
+
+func (x *SlotExpireTimeConfig) Reset() {
+	*x = SlotExpireTimeConfig{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotExpireTimeConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotExpireTimeConfig) ProtoMessage() {}
+
+func (x *SlotExpireTimeConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotExpireTimeConfig.ProtoReflect.Descriptor instead.
+func (*SlotExpireTimeConfig) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SlotExpireTimeConfig) GetSlotExpireTimes() []*SlotExpireTimeConfig_SlotExpireTime {
+	if x != nil {
+		return x.SlotExpireTimes
+	}
+	return nil
+}
+
+func (x *SlotExpireTimeConfig) GetDefaultExpireTime() uint32 {
+	if x != nil && x.DefaultExpireTime != nil {
+		return *x.DefaultExpireTime
+	}
+	return Default_SlotExpireTimeConfig_DefaultExpireTime
+}
+
+type CuckooEmbeddingHashTableConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CuckooEmbeddingHashTableConfig) Reset() {
+	*x = CuckooEmbeddingHashTableConfig{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CuckooEmbeddingHashTableConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CuckooEmbeddingHashTableConfig) ProtoMessage() {}
+
+func (x *CuckooEmbeddingHashTableConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CuckooEmbeddingHashTableConfig.ProtoReflect.Descriptor instead.
+func (*CuckooEmbeddingHashTableConfig) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{2}
+}
+
+type MultiHashTableMetadata struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TableName     *string                `protobuf:"bytes,1,opt,name=table_name,json=tableName" json:"table_name,omitempty"`
+	NumEntries    *uint64                `protobuf:"varint,2,opt,name=num_entries,json=numEntries" json:"num_entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiHashTableMetadata) Reset() {
+	*x = MultiHashTableMetadata{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiHashTableMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiHashTableMetadata) ProtoMessage() {}
+
+func (x *MultiHashTableMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiHashTableMetadata.ProtoReflect.Descriptor instead.
+func (*MultiHashTableMetadata) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MultiHashTableMetadata) GetTableName() string {
+	if x != nil && x.TableName != nil {
+		return *x.TableName
+	}
+	return ""
+}
+
+func (x *MultiHashTableMetadata) GetNumEntries() uint64 {
+	if x != nil && x.NumEntries != nil {
+		return *x.NumEntries
+	}
+	return 0
+}
+
+// Use per slot occurrence threshold config to align with sail requirement.
+// In future, slot settings might be deprecated.
+type SlotOccurrenceThresholdConfig struct {
+	state                      protoimpl.MessageState                                   `protogen:"open.v1"`
+	SlotOccurrenceThresholds   []*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold `protobuf:"bytes,1,rep,name=slot_occurrence_thresholds,json=slotOccurrenceThresholds" json:"slot_occurrence_thresholds,omitempty"`
+	DefaultOccurrenceThreshold *uint32                                                  `protobuf:"varint,2,opt,name=default_occurrence_threshold,json=defaultOccurrenceThreshold,def=0" json:"default_occurrence_threshold,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+// Default values for SlotOccurrenceThresholdConfig fields.
+const (
+	Default_SlotOccurrenceThresholdConfig_DefaultOccurrenceThreshold = uint32(0)
+)
+
+func (x *SlotOccurrenceThresholdConfig) Reset() {
+	*x = SlotOccurrenceThresholdConfig{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotOccurrenceThresholdConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotOccurrenceThresholdConfig) ProtoMessage() {}
+
+func (x *SlotOccurrenceThresholdConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotOccurrenceThresholdConfig.ProtoReflect.Descriptor instead.
+func (*SlotOccurrenceThresholdConfig) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SlotOccurrenceThresholdConfig) GetSlotOccurrenceThresholds() []*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold {
+	if x != nil {
+		return x.SlotOccurrenceThresholds
+	}
+	return nil
+}
+
+func (x *SlotOccurrenceThresholdConfig) GetDefaultOccurrenceThreshold() uint32 {
+	if x != nil && x.DefaultOccurrenceThreshold != nil {
+		return *x.DefaultOccurrenceThreshold
+	}
+	return Default_SlotOccurrenceThresholdConfig_DefaultOccurrenceThreshold
+}
+
+type SlidingHashFilterMetaDump struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SplitNum        *uint32                `protobuf:"varint,1,opt,name=split_num,json=splitNum,def=0" json:"split_num,omitempty"`
+	MaxForwardStep  *uint32                `protobuf:"varint,2,opt,name=max_forward_step,json=maxForwardStep,def=0" json:"max_forward_step,omitempty"`
+	MaxBackwardStep *uint32                `protobuf:"varint,3,opt,name=max_backward_step,json=maxBackwardStep,def=0" json:"max_backward_step,omitempty"`
+	MaxStep         *uint32                `protobuf:"varint,4,opt,name=max_step,json=maxStep,def=0" json:"max_step,omitempty"`
+	Head            *uint32                `protobuf:"varint,5,opt,name=head,def=0" json:"head,omitempty"`
+	HeadIncrement   *uint32                `protobuf:"varint,6,opt,name=head_increment,json=headIncrement,def=0" json:"head_increment,omitempty"`
+	FailureCount    *uint64                `protobuf:"varint,7,opt,name=failure_count,json=failureCount,def=0" json:"failure_count,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+// Default values for SlidingHashFilterMetaDump fields.
+const (
+	Default_SlidingHashFilterMetaDump_SplitNum        = uint32(0)
+	Default_SlidingHashFilterMetaDump_MaxForwardStep  = uint32(0)
+	Default_SlidingHashFilterMetaDump_MaxBackwardStep = uint32(0)
+	Default_SlidingHashFilterMetaDump_MaxStep         = uint32(0)
+	Default_SlidingHashFilterMetaDump_Head            = uint32(0)
+	Default_SlidingHashFilterMetaDump_HeadIncrement   = uint32(0)
+	Default_SlidingHashFilterMetaDump_FailureCount    = uint64(0)
+)
+
+func (x *SlidingHashFilterMetaDump) Reset() {
+	*x = SlidingHashFilterMetaDump{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlidingHashFilterMetaDump) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlidingHashFilterMetaDump) ProtoMessage() {}
+
+func (x *SlidingHashFilterMetaDump) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlidingHashFilterMetaDump.ProtoReflect.Descriptor instead.
+func (*SlidingHashFilterMetaDump) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SlidingHashFilterMetaDump) GetSplitNum() uint32 {
+	if x != nil && x.SplitNum != nil {
+		return *x.SplitNum
+	}
+	return Default_SlidingHashFilterMetaDump_SplitNum
+}
+
+func (x *SlidingHashFilterMetaDump) GetMaxForwardStep() uint32 {
+	if x != nil && x.MaxForwardStep != nil {
+		return *x.MaxForwardStep
+	}
+	return Default_SlidingHashFilterMetaDump_MaxForwardStep
+}
+
+func (x *SlidingHashFilterMetaDump) GetMaxBackwardStep() uint32 {
+	if x != nil && x.MaxBackwardStep != nil {
+		return *x.MaxBackwardStep
+	}
+	return Default_SlidingHashFilterMetaDump_MaxBackwardStep
+}
+
+func (x *SlidingHashFilterMetaDump) GetMaxStep() uint32 {
+	if x != nil && x.MaxStep != nil {
+		return *x.MaxStep
+	}
+	return Default_SlidingHashFilterMetaDump_MaxStep
+}
+
+func (x *SlidingHashFilterMetaDump) GetHead() uint32 {
+	if x != nil && x.Head != nil {
+		return *x.Head
+	}
+	return Default_SlidingHashFilterMetaDump_Head
+}
+
+func (x *SlidingHashFilterMetaDump) GetHeadIncrement() uint32 {
+	if x != nil && x.HeadIncrement != nil {
+		return *x.HeadIncrement
+	}
+	return Default_SlidingHashFilterMetaDump_HeadIncrement
+}
+
+func (x *SlidingHashFilterMetaDump) GetFailureCount() uint64 {
+	if x != nil && x.FailureCount != nil {
+		return *x.FailureCount
+	}
+	return Default_SlidingHashFilterMetaDump_FailureCount
+}
+
+// Here we make each hash filter split keep the shared meta dump.
+// This meta is small and it can help simplify the design to store
+// the shared meta in a seperate file. We will consider to refine this in
+// future.
+type HashFilterSplitMetaDump struct {
+	state                 protoimpl.MessageState     `protogen:"open.v1"`
+	FailureCount          *uint64                    `protobuf:"varint,1,opt,name=failure_count,json=failureCount,def=0" json:"failure_count,omitempty"`
+	TotalSize             *uint64                    `protobuf:"varint,2,opt,name=total_size,json=totalSize,def=0" json:"total_size,omitempty"`
+	NumElements           *uint64                    `protobuf:"varint,3,opt,name=num_elements,json=numElements,def=0" json:"num_elements,omitempty"`
+	FillRate              *float64                   `protobuf:"fixed64,4,opt,name=fill_rate,json=fillRate,def=0" json:"fill_rate,omitempty"`
+	SlidingHashFilterMeta *SlidingHashFilterMetaDump `protobuf:"bytes,5,opt,name=sliding_hash_filter_meta,json=slidingHashFilterMeta" json:"sliding_hash_filter_meta,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+// Default values for HashFilterSplitMetaDump fields.
+const (
+	Default_HashFilterSplitMetaDump_FailureCount = uint64(0)
+	Default_HashFilterSplitMetaDump_TotalSize    = uint64(0)
+	Default_HashFilterSplitMetaDump_NumElements  = uint64(0)
+	Default_HashFilterSplitMetaDump_FillRate     = float64(0)
+)
+
+func (x *HashFilterSplitMetaDump) Reset() {
+	*x = HashFilterSplitMetaDump{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HashFilterSplitMetaDump) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HashFilterSplitMetaDump) ProtoMessage() {}
+
+func (x *HashFilterSplitMetaDump) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HashFilterSplitMetaDump.ProtoReflect.Descriptor instead.
+func (*HashFilterSplitMetaDump) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HashFilterSplitMetaDump) GetFailureCount() uint64 {
+	if x != nil && x.FailureCount != nil {
+		return *x.FailureCount
+	}
+	return Default_HashFilterSplitMetaDump_FailureCount
+}
+
+func (x *HashFilterSplitMetaDump) GetTotalSize() uint64 {
+	if x != nil && x.TotalSize != nil {
+		return *x.TotalSize
+	}
+	return Default_HashFilterSplitMetaDump_TotalSize
+}
+
+func (x *HashFilterSplitMetaDump) GetNumElements() uint64 {
+	if x != nil && x.NumElements != nil {
+		return *x.NumElements
+	}
+	return Default_HashFilterSplitMetaDump_NumElements
+}
+
+func (x *HashFilterSplitMetaDump) GetFillRate() float64 {
+	if x != nil && x.FillRate != nil {
+		return *x.FillRate
+	}
+	return Default_HashFilterSplitMetaDump_FillRate
+}
+
+func (x *HashFilterSplitMetaDump) GetSlidingHashFilterMeta() *SlidingHashFilterMetaDump {
+	if x != nil {
+		return x.SlidingHashFilterMeta
+	}
+	return nil
+}
+
+type HashFilterSplitDataDump struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        *uint32                `protobuf:"varint,1,opt,name=offset" json:"offset,omitempty"`
+	Data          []uint32               `protobuf:"varint,2,rep,name=data" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HashFilterSplitDataDump) Reset() {
+	*x = HashFilterSplitDataDump{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HashFilterSplitDataDump) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HashFilterSplitDataDump) ProtoMessage() {}
+
+func (x *HashFilterSplitDataDump) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HashFilterSplitDataDump.ProtoReflect.Descriptor instead.
+func (*HashFilterSplitDataDump) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HashFilterSplitDataDump) GetOffset() uint32 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
+}
+
+func (x *HashFilterSplitDataDump) GetData() []uint32 {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// These slot and expire time are used to overwrite default slot expire time.
+type SlotExpireTimeConfig_SlotExpireTime struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          *uint32                `protobuf:"varint,1,opt,name=slot" json:"slot,omitempty"`
+	ExpireTime    *uint32                `protobuf:"varint,2,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotExpireTimeConfig_SlotExpireTime) Reset() {
+	*x = SlotExpireTimeConfig_SlotExpireTime{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotExpireTimeConfig_SlotExpireTime) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotExpireTimeConfig_SlotExpireTime) ProtoMessage() {}
+
+func (x *SlotExpireTimeConfig_SlotExpireTime) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotExpireTimeConfig_SlotExpireTime.ProtoReflect.Descriptor instead.
+func (*SlotExpireTimeConfig_SlotExpireTime) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{1, 0}
+}
+
+func (x *SlotExpireTimeConfig_SlotExpireTime) GetSlot() uint32 {
+	if x != nil && x.Slot != nil {
+		return *x.Slot
+	}
+	return 0
+}
+
+func (x *SlotExpireTimeConfig_SlotExpireTime) GetExpireTime() uint32 {
+	if x != nil && x.ExpireTime != nil {
+		return *x.ExpireTime
+	}
+	return 0
+}
+
+// These slot and occurrence threshold are used to overwrite default
+// occurrence thresholds.
+type SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Slot                *uint32                `protobuf:"varint,1,opt,name=slot" json:"slot,omitempty"`
+	OccurrenceThreshold *uint32                `protobuf:"varint,2,opt,name=occurrence_threshold,json=occurrenceThreshold" json:"occurrence_threshold,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) Reset() {
+	*x = SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) ProtoMessage() {}
+
+func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold.ProtoReflect.Descriptor instead.
+func (*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{4, 0}
+}
+
+func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) GetSlot() uint32 {
+	if x != nil && x.Slot != nil {
+		return *x.Slot
+	}
+	return 0
+}
+
+func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) GetOccurrenceThreshold() uint32 {
+	if x != nil && x.OccurrenceThreshold != nil {
+		return *x.OccurrenceThreshold
+	}
+	return 0
+}
+
 var File_monolith_native_training_runtime_hash_table_embedding_hash_table_proto protoreflect.FileDescriptor
 
 const file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDesc = "" +
@@ -101,7 +658,44 @@ const file_monolith_native_training_runtime_hash_table_embedding_hash_table_prot
 	"\x02id\x18\x01 \x01(\x10R\x02id\x12\x10\n" +
 	"\x03num\x18\x02 \x03(\x02R\x03num\x124\n" +
 	"\x03opt\x18\x03 \x01(\v2\".monolith.hash_table.OptimizerDumpR\x03opt\x12+\n" +
-	"\x12last_update_ts_sec\x18\x04 \x01(\x03R\x0flastUpdateTsSecB`Z^github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table;hashtablepb"
+	"\x12last_update_ts_sec\x18\x04 \x01(\x03R\x0flastUpdateTsSec\"\xfa\x01\n" +
+	"\x14SlotExpireTimeConfig\x12d\n" +
+	"\x11slot_expire_times\x18\x01 \x03(\v28.monolith.hash_table.SlotExpireTimeConfig.SlotExpireTimeR\x0fslotExpireTimes\x125\n" +
+	"\x13default_expire_time\x18\x02 \x01(\r:\x0536500R\x11defaultExpireTime\x1aE\n" +
+	"\x0eSlotExpireTime\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x1f\n" +
+	"\vexpire_time\x18\x02 \x01(\rR\n" +
+	"expireTime\" \n" +
+	"\x1eCuckooEmbeddingHashTableConfig\"X\n" +
+	"\x16MultiHashTableMetadata\x12\x1d\n" +
+	"\n" +
+	"table_name\x18\x01 \x01(\tR\ttableName\x12\x1f\n" +
+	"\vnum_entries\x18\x02 \x01(\x04R\n" +
+	"numEntries\"\xd1\x02\n" +
+	"\x1dSlotOccurrenceThresholdConfig\x12\x88\x01\n" +
+	"\x1aslot_occurrence_thresholds\x18\x01 \x03(\v2J.monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThresholdR\x18slotOccurrenceThresholds\x12C\n" +
+	"\x1cdefault_occurrence_threshold\x18\x02 \x01(\r:\x010R\x1adefaultOccurrenceThreshold\x1a`\n" +
+	"\x17SlotOccurrenceThreshold\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x121\n" +
+	"\x14occurrence_threshold\x18\x02 \x01(\rR\x13occurrenceThreshold\"\x9e\x02\n" +
+	"\x19SlidingHashFilterMetaDump\x12\x1e\n" +
+	"\tsplit_num\x18\x01 \x01(\r:\x010R\bsplitNum\x12+\n" +
+	"\x10max_forward_step\x18\x02 \x01(\r:\x010R\x0emaxForwardStep\x12-\n" +
+	"\x11max_backward_step\x18\x03 \x01(\r:\x010R\x0fmaxBackwardStep\x12\x1c\n" +
+	"\bmax_step\x18\x04 \x01(\r:\x010R\amaxStep\x12\x15\n" +
+	"\x04head\x18\x05 \x01(\r:\x010R\x04head\x12(\n" +
+	"\x0ehead_increment\x18\x06 \x01(\r:\x010R\rheadIncrement\x12&\n" +
+	"\rfailure_count\x18\a \x01(\x04:\x010R\ffailureCount\"\x92\x02\n" +
+	"\x17HashFilterSplitMetaDump\x12&\n" +
+	"\rfailure_count\x18\x01 \x01(\x04:\x010R\ffailureCount\x12 \n" +
+	"\n" +
+	"total_size\x18\x02 \x01(\x04:\x010R\ttotalSize\x12$\n" +
+	"\fnum_elements\x18\x03 \x01(\x04:\x010R\vnumElements\x12\x1e\n" +
+	"\tfill_rate\x18\x04 \x01(\x01:\x010R\bfillRate\x12g\n" +
+	"\x18sliding_hash_filter_meta\x18\x05 \x01(\v2..monolith.hash_table.SlidingHashFilterMetaDumpR\x15slidingHashFilterMeta\"E\n" +
+	"\x17HashFilterSplitDataDump\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\rR\x06offset\x12\x12\n" +
+	"\x04data\x18\x02 \x03(\rR\x04dataB`Z^github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table;hashtablepb"
 
 var (
 	file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescOnce sync.Once
@@ -115,18 +709,30 @@ func file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto
 	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescData
 }
 
-var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_goTypes = []any{
-	(*EntryDump)(nil),               // 0: monolith.hash_table.EntryDump
-	(*optimizer.OptimizerDump)(nil), // 1: monolith.hash_table.OptimizerDump
+	(*EntryDump)(nil),                                             // 0: monolith.hash_table.EntryDump
+	(*SlotExpireTimeConfig)(nil),                                  // 1: monolith.hash_table.SlotExpireTimeConfig
+	(*CuckooEmbeddingHashTableConfig)(nil),                        // 2: monolith.hash_table.CuckooEmbeddingHashTableConfig
+	(*MultiHashTableMetadata)(nil),                                // 3: monolith.hash_table.MultiHashTableMetadata
+	(*SlotOccurrenceThresholdConfig)(nil),                         // 4: monolith.hash_table.SlotOccurrenceThresholdConfig
+	(*SlidingHashFilterMetaDump)(nil),                             // 5: monolith.hash_table.SlidingHashFilterMetaDump
+	(*HashFilterSplitMetaDump)(nil),                               // 6: monolith.hash_table.HashFilterSplitMetaDump
+	(*HashFilterSplitDataDump)(nil),                               // 7: monolith.hash_table.HashFilterSplitDataDump
+	(*SlotExpireTimeConfig_SlotExpireTime)(nil),                   // 8: monolith.hash_table.SlotExpireTimeConfig.SlotExpireTime
+	(*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold)(nil), // 9: monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThreshold
+	(*optimizer.OptimizerDump)(nil),                               // 10: monolith.hash_table.OptimizerDump
 }
 var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_depIdxs = []int32{
-	1, // 0: monolith.hash_table.EntryDump.opt:type_name -> monolith.hash_table.OptimizerDump
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	10, // 0: monolith.hash_table.EntryDump.opt:type_name -> monolith.hash_table.OptimizerDump
+	8,  // 1: monolith.hash_table.SlotExpireTimeConfig.slot_expire_times:type_name -> monolith.hash_table.SlotExpireTimeConfig.SlotExpireTime
+	9,  // 2: monolith.hash_table.SlotOccurrenceThresholdConfig.slot_occurrence_thresholds:type_name -> monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThreshold
+	5,  // 3: monolith.hash_table.HashFilterSplitMetaDump.sliding_hash_filter_meta:type_name -> monolith.hash_table.SlidingHashFilterMetaDump
+	4,  // [4:4] is the sub-list for method output_type
+	4,  // [4:4] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_init() }
@@ -140,7 +746,7 @@ func file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDesc), len(file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,265 @@
+package embedding
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
+	"github.com/monolith-go/monolith/pkg/embedding/optimizer"
+)
+
+// The benchmarks measure batched lookups and Adagrad applies of 64k random existing ids against
+// the physical limit measured in the same run: a plain gather of the same number of random rows
+// from a flat array (and, for applies, the same Adagrad on a flat array), and against Go's map of
+// slices. Each table benchmark reports entries/s, bytes of memory per entry and x_gather (its
+// rate over the gather's, when the gather ran first in the same run).
+//
+//	go test ./pkg/embedding -run '^$' -bench . -benchtime 20x                         1M entries
+//	go test ./pkg/embedding -run '^$' -bench . -benchtime 20x -embedding.large -timeout 1h   also 10M
+//
+// The 10M entries x 64 floats case needs about 12 GB (table with Adagrad state, flat array and
+// map, built one after the other).
+var benchLarge = flag.Bool("embedding.large", false, "also run the 10M-entry benchmarks (several GB of memory)")
+
+const benchBatch = 64 << 10
+
+type benchShape struct {
+	entries int
+	dim     int
+}
+
+func benchShapes() []benchShape {
+	shapes := []benchShape{{1 << 20, 16}, {1 << 20, 64}}
+	if *benchLarge {
+		shapes = append(shapes, benchShape{10 << 20, 16}, benchShape{10 << 20, 64})
+	}
+	return shapes
+}
+
+func (s benchShape) String() string { return fmt.Sprintf("entries=%dM/dim=%d", s.entries>>20, s.dim) }
+
+// benchIDs returns n distinct random ids and batches of positions into them (existing ids).
+func benchIDs(n int) ([]int64, [][]int32) {
+	rng := rand.New(rand.NewPCG(7, uint64(n)))
+	seen := make(map[int64]struct{}, n)
+	ids := make([]int64, 0, n)
+	for len(ids) < n {
+		id := int64(rng.Uint64())
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			ids = append(ids, id)
+		}
+	}
+	batches := make([][]int32, 8)
+	for b := range batches {
+		pos := make([]int32, benchBatch)
+		for i := range pos {
+			pos[i] = int32(rng.IntN(n))
+		}
+		batches[b] = pos
+	}
+	return ids, batches
+}
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func threadCounts() []int {
+	if p := runtime.GOMAXPROCS(0); p > 1 {
+		return []int{1, p}
+	}
+	return []int{1}
+}
+
+// chunked runs fn over workers contiguous shares of n items.
+func chunked(n, workers int, fn func(lo, hi int)) {
+	parallel(workers, func(w int) { fn(span(n, workers, w)) })
+}
+
+// rateKey names a baseline's measured rate: the limit later sub-benchmarks compare with.
+type rateKey struct {
+	shape   benchShape
+	op      string
+	threads int
+}
+
+var baselineRates = map[rateKey]float64{}
+
+// report records entries/s and, when the baseline of the same shape, op and thread count ran
+// earlier in this run, the ratio to it.
+func report(b *testing.B, key rateKey, elapsed time.Duration, bytesPerEntry float64, isBaseline bool) {
+	rate := float64(b.N*benchBatch) / elapsed.Seconds()
+	b.ReportMetric(rate, "entries/s")
+	b.ReportMetric(bytesPerEntry, "B/entry")
+	if isBaseline {
+		baselineRates[key] = rate
+	} else if base, ok := baselineRates[key]; ok {
+		b.ReportMetric(rate/base, "x_gather")
+	}
+}
+
+// BenchmarkLookup: table lookup of 64k random existing ids against the gather of 64k random rows
+// from a flat array and against map[int64][]float32.
+func BenchmarkLookup(b *testing.B) {
+	for _, shape := range benchShapes() {
+		b.Run(shape.String(), func(b *testing.B) { benchOp(b, shape, "lookup") })
+	}
+}
+
+// BenchmarkApplyAdagrad: table Adagrad apply (pkg/embedding/optimizer's) of 64k random existing ids against the same gather
+// (the limit), Adagrad on a flat array (the limit with the arithmetic) and Adagrad on
+// map[int64][]float32.
+func BenchmarkApplyAdagrad(b *testing.B) {
+	for _, shape := range benchShapes() {
+		b.Run(shape.String(), func(b *testing.B) { benchOp(b, shape, "apply") })
+	}
+}
+
+func benchOp(b *testing.B, shape benchShape, op string) {
+	ids, batches := benchIDs(shape.entries)
+	dim := shape.dim
+	opt, err := optimizer.New(&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{}}}, dim)
+	if err != nil {
+		b.Fatal(err)
+	}
+	grads := make([]float32, benchBatch*dim)
+	for i := range grads {
+		grads[i] = float32(i%7) * 0.01
+	}
+	out := make([]float32, benchBatch*dim)
+	qids := make([][]int64, len(batches))
+	for i, pos := range batches {
+		qids[i] = make([]int64, len(pos))
+		for k, p := range pos {
+			qids[i][k] = ids[p]
+		}
+	}
+
+	// The physical limit: gather random rows of a flat array.
+	{
+		before := heapInUse()
+		flat := make([]float32, shape.entries*dim)
+		for i := range flat {
+			flat[i] = float32(i)
+		}
+		per := float64(heapInUse()-before) / float64(shape.entries)
+		for _, th := range threadCounts() {
+			b.Run(fmt.Sprintf("threads=%d/gather", th), func(b *testing.B) {
+				start := time.Now()
+				for n := 0; n < b.N; n++ {
+					pos := batches[n%len(batches)]
+					chunked(len(pos), th, func(lo, hi int) {
+						for i := lo; i < hi; i++ {
+							r := int(pos[i]) * dim
+							copy(out[i*dim:(i+1)*dim], flat[r:r+dim])
+						}
+					})
+				}
+				report(b, rateKey{shape, op, th}, time.Since(start), per, true)
+			})
+		}
+		if op == "apply" {
+			state := make([]float32, shape.entries*dim)
+			for _, th := range threadCounts() {
+				b.Run(fmt.Sprintf("threads=%d/flat_adagrad", th), func(b *testing.B) {
+					start := time.Now()
+					for n := 0; n < b.N; n++ {
+						pos := batches[n%len(batches)]
+						chunked(len(pos), th, func(lo, hi int) {
+							for i := lo; i < hi; i++ {
+								r := int(pos[i]) * dim
+								opt.Apply(flat[r:r+dim], state[r:r+dim], grads[i*dim:(i+1)*dim], lr(0.01), 0)
+							}
+						})
+					}
+					report(b, rateKey{shape, op, th}, time.Since(start), 2*per, false)
+				})
+			}
+		}
+	}
+
+	// The table.
+	{
+		before := heapInUse()
+		tb := newTable(b, Config{Dim: dim, Optimizer: opt, Initializer: constInit(0.01)})
+		fill := make([]float32, benchBatch*dim)
+		for lo := 0; lo < len(ids); lo += benchBatch {
+			hi := min(lo+benchBatch, len(ids))
+			if err := tb.Apply(ids[lo:hi], fill[:(hi-lo)*dim], lr(0.01), 0, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		per := float64(heapInUse()-before) / float64(shape.entries)
+		b.Logf("%s table: %.1f B/entry by heap, %.1f by MemoryBytes", shape, per, float64(tb.MemoryBytes())/float64(shape.entries))
+		for _, th := range threadCounts() {
+			b.Run(fmt.Sprintf("threads=%d/table", th), func(b *testing.B) {
+				tb.SetWorkers(th)
+				start := time.Now()
+				for n := 0; n < b.N; n++ {
+					q := qids[n%len(qids)]
+					if op == "lookup" {
+						if hits, err := tb.Lookup(q, out); err != nil || hits != len(q) {
+							b.Fatalf("lookup: %d hits of %d, %v", hits, len(q), err)
+						}
+					} else if err := tb.Apply(q, grads, lr(0.01), int64(n), 2); err != nil {
+						b.Fatal(err)
+					}
+				}
+				report(b, rateKey{shape, op, th}, time.Since(start), per, false)
+			})
+		}
+		tb.Clear()
+	}
+
+	// Go's map of slices.
+	{
+		before := heapInUse()
+		width := dim
+		if op == "apply" {
+			width = 2 * dim
+		}
+		m := make(map[int64][]float32, len(ids))
+		for _, id := range ids {
+			v := make([]float32, width)
+			if op == "apply" {
+				opt.Init(v[dim:])
+			}
+			m[id] = v
+		}
+		per := float64(heapInUse()-before) / float64(shape.entries)
+		for _, th := range threadCounts() {
+			b.Run(fmt.Sprintf("threads=%d/gomap", th), func(b *testing.B) {
+				start := time.Now()
+				for n := 0; n < b.N; n++ {
+					q := qids[n%len(qids)]
+					chunked(len(q), th, func(lo, hi int) {
+						for i := lo; i < hi; i++ {
+							v, ok := m[q[i]]
+							if !ok {
+								panic("missing id")
+							}
+							if op == "lookup" {
+								copy(out[i*dim:(i+1)*dim], v)
+							} else {
+								opt.Apply(v[:dim], v[dim:], grads[i*dim:(i+1)*dim], lr(0.01), 0)
+							}
+						}
+					})
+				}
+				report(b, rateKey{shape, op, th}, time.Since(start), per, false)
+			})
+		}
+		runtime.KeepAlive(m)
+	}
+}
