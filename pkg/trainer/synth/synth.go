@@ -5,7 +5,10 @@
 // a data set (BestAUC), which makes the generator a yardstick for a trainer.
 //
 // The ground truth: logit = Bias + sum_j w_j x_j + sum over the example's ids of w_{slot,id}, with
-// x ~ N(0,1) and the weights drawn once from the seed. Each categorical feature is a slot whose ids
+// x ~ N(0,1) and the weights drawn once from the seed. With Config.LatentDim > 0 every id also has
+// a latent vector v_{slot,id}, and the logit adds the dot products <v_a, v_b> of every two ids a, b
+// of the example in different slots (a factorization machine's pairwise terms): then a model needs
+// embeddings (per-id vectors that interact) to do well, and per-id weights alone fall short. Each categorical feature is a slot whose ids
 // follow a Zipf law over [1, Vocab], as real click logs do, and appear as fids
 // (slot << 48 | id, Monolith's v2 fids) in the Example's fid_v2_list feature "slot_<slot>". The
 // dense values are the float_list feature "dense". Everything is a function of the seed and the
@@ -63,6 +66,12 @@ type Config struct {
 	DenseStd, IDStd float64
 	// Bias is the logit's intercept (default -1.5: about one click in four).
 	Bias float64
+	// LatentDim is the dimension of the ids' latent vectors; 0 (the default) means none, and the
+	// ground truth is the plain logistic model.
+	LatentDim int
+	// LatentStd is the standard deviation of each latent component (default 0.5: with LatentDim 4
+	// a pair's dot product has standard deviation 0.5).
+	LatentStd float64
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +103,9 @@ func (c Config) withDefaults() Config {
 	if c.Bias == 0 {
 		c.Bias = -1.5
 	}
+	if c.LatentStd == 0 {
+		c.LatentStd = 0.5
+	}
 	return c
 }
 
@@ -102,10 +114,17 @@ type Generator struct {
 	cfg   Config
 	dense []float64
 	ids   [][]float64 // ids[slot-1][id-1]
+	// latent[slot-1][(id-1)*LatentDim:id*LatentDim] is the latent vector of id in slot.
+	latent [][]float64
 }
 
-// weightStream is the PCG stream of the ground truth's weights; example streams are others.
-const weightStream = 0x5eed_0f_3e1675
+// weightStream is the PCG stream of the ground truth's weights; example streams are others. The
+// latent vectors come from a stream of their own, so that the weights of a config without them
+// stay what they were.
+const (
+	weightStream = 0x5eed_0f_3e1675
+	latentStream = 0x1a7e_0f_3e1675
+)
 
 // New draws the ground truth of cfg.
 func New(cfg Config) (*Generator, error) {
@@ -119,8 +138,10 @@ func New(cfg Config) (*Generator, error) {
 		return nil, errkind.New(errkind.Value, "synth: Vocab %d and IDsPerSlot %d must be positive", cfg.Vocab, cfg.IDsPerSlot)
 	case !(cfg.ZipfS > 1):
 		return nil, errkind.New(errkind.Value, "synth: ZipfS %v must be > 1", cfg.ZipfS)
-	case cfg.DenseStd < 0 || cfg.IDStd < 0:
+	case cfg.DenseStd < 0 || cfg.IDStd < 0 || cfg.LatentStd < 0:
 		return nil, errkind.New(errkind.Value, "synth: weight deviations must not be negative")
+	case cfg.LatentDim < 0:
+		return nil, errkind.New(errkind.Value, "synth: LatentDim %d must not be negative", cfg.LatentDim)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, weightStream))
 	g := &Generator{cfg: cfg, dense: make([]float64, cfg.NumDense), ids: make([][]float64, cfg.NumSlots)}
@@ -131,6 +152,16 @@ func New(cfg Config) (*Generator, error) {
 		g.ids[s] = make([]float64, cfg.Vocab)
 		for i := range g.ids[s] {
 			g.ids[s][i] = rng.NormFloat64() * cfg.IDStd
+		}
+	}
+	if cfg.LatentDim > 0 {
+		rng := rand.New(rand.NewPCG(cfg.Seed, latentStream))
+		g.latent = make([][]float64, cfg.NumSlots)
+		for s := range g.latent {
+			g.latent[s] = make([]float64, cfg.Vocab*cfg.LatentDim)
+			for i := range g.latent[s] {
+				g.latent[s][i] = rng.NormFloat64() * cfg.LatentStd
+			}
 		}
 	}
 	return g, nil
@@ -201,6 +232,12 @@ func (s *Stream) Next() (*examplepb.Example, float64) {
 // errors of kind Value.
 func (g *Generator) Prob(ex *examplepb.Example) (float64, error) {
 	logit := g.cfg.Bias
+	// sums[slot-1] is the sum of the latent vectors of the example's ids in slot.
+	k := g.cfg.LatentDim
+	var sums []float64
+	if k > 0 {
+		sums = make([]float64, len(g.ids)*k)
+	}
 	for _, nf := range ex.GetNamedFeature() {
 		f := nf.GetFeature()
 		if nf.GetName() == DenseFeature {
@@ -219,9 +256,34 @@ func (g *Generator) Prob(ex *examplepb.Example) (float64, error) {
 				return 0, errkind.New(errkind.Value, "synth: feature %q: fid %#x (slot %d, id %d) is not one of the generator's", nf.GetName(), fid, slot, id)
 			}
 			logit += g.ids[slot-1][id-1]
+			if k > 0 {
+				v, sum := g.latent[slot-1][int(id-1)*k:int(id)*k], sums[(slot-1)*k:slot*k]
+				for j := range v {
+					sum[j] += v[j]
+				}
+			}
 		}
 	}
+	if k > 0 {
+		logit += crossSlotDots(sums, k)
+	}
 	return 1 / (1 + math.Exp(-logit)), nil
+}
+
+// crossSlotDots is the sum of <v_a, v_b> over the pairs of ids in different slots, given each
+// slot's sum S_s of latent vectors: (|sum_s S_s|^2 - sum_s |S_s|^2) / 2, in O(slots * k) rather
+// than a loop over pairs.
+func crossSlotDots(sums []float64, k int) float64 {
+	var total, self float64
+	for j := range k {
+		var t float64
+		for s := j; s < len(sums); s += k {
+			t += sums[s]
+			self += sums[s] * sums[s]
+		}
+		total += t * t
+	}
+	return (total - self) / 2
 }
 
 // WriteOptions say what Write writes.

@@ -3,6 +3,8 @@ package synth
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"math"
@@ -201,6 +203,8 @@ func TestErrors(t *testing.T) {
 		{"vocab", Config{Vocab: -3}, "Vocab"},
 		{"slots", Config{NumSlots: 1 << 16}, "do not fit"},
 		{"negative deviation", Config{IDStd: -1}, "deviations"},
+		{"negative latent deviation", Config{LatentDim: 2, LatentStd: -1}, "deviations"},
+		{"negative latent dim", Config{LatentDim: -2}, "LatentDim"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,5 +225,120 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := g.Write(WriteOptions{Dir: t.TempDir() + "/missing", Name: "x", Examples: 1}); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("Write into a missing directory: %v", err)
+	}
+}
+
+// Configs without latent factors write the bytes they wrote before LatentDim existed (sha256 of
+// the files recorded then): the option adds to the generator without changing its data sets.
+func TestNoLatentUnchanged(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"small", small, "1b3a33b7fa94cb5b82478ac3b76ebd3bf503f7609bae4c8e6480bae2db98e50e"},
+		{"two ids per slot", Config{Seed: 3, NumDense: 4, NumSlots: 3, Vocab: 20, IDsPerSlot: 2}, "5099bc0c2d22eaab01b251527c238ae06901916e53f0f378ddafa8fea314e8bc"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sum := sha256.Sum256(readAll(t, write(t, tc.cfg, WriteOptions{Name: "train", Files: 2, Examples: 300, Stream: 1})))
+			if got := hex.EncodeToString(sum[:]); got != tc.want {
+				t.Errorf("sha256 %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// With latent factors the logit is the plain model's (same weights) plus <v_a, v_b> for every two
+// ids in different slots, computed here pair by pair (ids of one slot do not interact).
+func TestLatentPairwiseTerms(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"one id per slot", Config{Seed: 5, NumDense: 2, NumSlots: 4, Vocab: 30, LatentDim: 3}},
+		{"two ids per slot", Config{Seed: 6, NumDense: 0, NumSlots: 3, Vocab: 10, IDsPerSlot: 2, LatentDim: 4, LatentStd: 0.8}},
+		{"one slot", Config{Seed: 7, NumSlots: 1, Vocab: 10, IDsPerSlot: 3, LatentDim: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plainCfg := tc.cfg
+			plainCfg.LatentDim = 0
+			plain, err := New(plainCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logit := func(p float64) float64 { return math.Log(p / (1 - p)) }
+			s := g.Stream(3)
+			var spread float64
+			for n := range 200 {
+				ex, p := s.Next()
+				base, err := plain.Prob(ex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var fids []uint64
+				for _, nf := range ex.NamedFeature {
+					fids = append(fids, nf.Feature.GetFidV2List().GetValue()...)
+				}
+				var want float64
+				for i, a := range fids {
+					for _, b := range fids[i+1:] {
+						if SlotOf(a) == SlotOf(b) {
+							continue
+						}
+						va := g.latent[SlotOf(a)-1][int(a&(1<<48-1)-1)*g.cfg.LatentDim:]
+						vb := g.latent[SlotOf(b)-1][int(b&(1<<48-1)-1)*g.cfg.LatentDim:]
+						for j := range g.cfg.LatentDim {
+							want += va[j] * vb[j]
+						}
+					}
+				}
+				if got := logit(p) - logit(base); math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
+					t.Fatalf("example %d: latent terms %v, want %v", n, got, want)
+				}
+				spread += want * want
+			}
+			if tc.cfg.NumSlots > 1 && spread == 0 {
+				t.Error("no latent term in 200 examples")
+			}
+		})
+	}
+}
+
+// On data with latent factors the plain model's true probabilities (the same per-id weights, no
+// interactions) rank clicks clearly worse than the full ground truth: the interactions carry much
+// of the signal, so a model needs them to come near the best AUC.
+func TestLatentFactorsMatter(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Seed: 21, NumDense: 4, NumSlots: 4, Vocab: 100, LatentDim: 4}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := g.Write(WriteOptions{Dir: t.TempDir(), Name: "eval", Examples: 5000, Stream: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, _, err := g.BestAUC(ctx, paths, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.LatentDim = 0
+	plain, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstOrder, _, err := plain.BestAUC(ctx, paths, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("best AUC %.4f, first-order terms only %.4f", best, firstOrder)
+	if best < 0.75 || firstOrder > best-0.05 {
+		t.Errorf("best AUC %v, first-order terms only %v: want the latent terms to add at least 0.05", best, firstOrder)
 	}
 }
