@@ -159,6 +159,9 @@ func (t *Table) Save(ctx context.Context, basename string, nshards int) error {
 	if nshards == 0 {
 		return errkind.New(errkind.Value, "save %s: 0 shards", basename)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("save %s: %w", basename, err)
+	}
 	if err := os.MkdirAll(filepath.Dir(basename), 0o755); err != nil {
 		return fmt.Errorf("save %s: %w", basename, err)
 	}
@@ -185,7 +188,7 @@ func (t *Table) Save(ctx context.Context, basename string, nshards int) error {
 						if t.expire.expired(hd.key, hd.ts, maxTs) {
 							return true
 						}
-						if n++; n%4096 == 0 {
+						if n++; n%1024 == 0 {
 							if err = ctx.Err(); err != nil {
 								return false
 							}
@@ -210,7 +213,8 @@ type ShardSpec struct {
 func (s ShardSpec) keeps(id int64) bool { return s.Total <= 1 || Shard(id, s.Total) == s.Index }
 
 // Restore replaces the table's entries with those of the dumps basenames (each a complete set of
-// sharded files, possibly written with another shard count) that shard keeps. Restoring a
+// sharded files, possibly written with another shard count) that shard keeps (and, with
+// SkipZeroEmbedding, whose embedding is not zero). Restoring a
 // parameter server's table from the dumps of all servers of a job with another number of
 // servers re-routes the ids. An entry without an optimizer dump gets a fresh optimizer state.
 // A bad file is an error naming it and the record's offset; the table is then partly restored.
@@ -240,7 +244,7 @@ func (t *Table) Restore(ctx context.Context, basenames []string, shard ShardSpec
 				if err := proto.Unmarshal(data, d); err != nil {
 					return errkind.Wrap(errkind.Value, fmt.Errorf("not an EntryDump: %w", err))
 				}
-				if !shard.keeps(d.GetId()) {
+				if !shard.keeps(d.GetId()) || t.skipZero && isZero(d.GetNum()) {
 					return nil
 				}
 				if err := t.restoreEntry(d); err != nil {

@@ -160,3 +160,66 @@ func (f *ProbabilisticFilter) insertedEqualProbability(count, threshold int64) b
 	chance := 1 - math.Pow(float64(1-p), float64(count))
 	return float64(f.draw()) < float64(math.MaxUint32)*chance
 }
+
+// FilterType names a hash filter (hash_filter_ops.FilterType).
+type FilterType string
+
+// The filter types of hash_filter_ops.FilterType.
+const (
+	SlidingHashFilterType   FilterType = "sliding_hash_filter"
+	ProbabilisticFilterType FilterType = "probabilistic_filter"
+	NoFilterType            FilterType = "no_filter"
+)
+
+// FilterOptions configures NewFilter (hash_filter_ops._create_hash_filter's arguments).
+type FilterOptions struct {
+	// Enable off gives the dummy filter whatever Type says (enable_hash_filter).
+	Enable bool
+	Type   FilterType
+	// Capacity and SplitNum size the sliding filter (0: HashFilterCapacity, HashFilterSplitNum).
+	Capacity uint64
+	SplitNum int
+	// EqualProbability picks the probabilistic filter's rule.
+	EqualProbability bool
+	// Thresholds are the per-slot occurrence thresholds (the serialized config of the ops).
+	Thresholds *hashtablepb.SlotOccurrenceThresholdConfig
+}
+
+// NewFilter returns the filter opts describe with its thresholds (_create_hash_filter): a
+// sliding hash filter, a probabilistic filter or the dummy filter; an unknown type is an error
+// of kind Value, as the reference's ValueError.
+func NewFilter(opts FilterOptions) (*SlotFilter, error) {
+	var f Filter
+	switch {
+	case !opts.Enable || opts.Type == NoFilterType:
+		f = DummyFilter{}
+	case opts.Type == SlidingHashFilterType:
+		capacity, split := opts.Capacity, opts.SplitNum
+		if capacity == 0 {
+			capacity = HashFilterCapacity
+		}
+		if split == 0 {
+			split = HashFilterSplitNum
+		}
+		f = NewSlidingHashFilter(capacity, split)
+	case opts.Type == ProbabilisticFilterType:
+		f = NewProbabilisticFilter(opts.EqualProbability, nil)
+	default:
+		return nil, errkind.New(errkind.Value, "Invalid filter type, please investigate and retry! (%q)", opts.Type)
+	}
+	return NewSlotFilter(f, opts.Thresholds)
+}
+
+// NewFilters returns one filter per parameter server, or one when psNum is 0
+// (create_hash_filters).
+func NewFilters(psNum int, opts FilterOptions) ([]*SlotFilter, error) {
+	out := make([]*SlotFilter, max(psNum, 1))
+	for i := range out {
+		f, err := NewFilter(opts)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = f
+	}
+	return out, nil
+}

@@ -19,12 +19,22 @@ type Config struct {
 	Optimizer Optimizer
 	// Initializer sets the embedding of a new entry.
 	Initializer Initializer
+	// LearningRates is how many learning rates Apply takes: one per optimizer of a combined
+	// optimizer (the reference's slice size); 0 means 1. An optimizer with a SliceSize method
+	// says it itself.
+	LearningRates int
 	// Filter, when set, decides whether an id not in the table may become an entry (the
 	// reference's hash filter with its per-slot occurrence thresholds: see SlotFilter).
 	Filter EntryFilter
 	// ExpireTime holds the per-slot expire times in days (nil: every slot's is the default,
 	// 36500 days). Evict and Save leave out entries not updated for their slot's expire time.
 	ExpireTime *hashtablepb.SlotExpireTimeConfig
+	// SkipZeroEmbedding drops zero embeddings (squared L2 norm below the smallest normal float):
+	// Assign erases the entry instead of storing zeros, Restore skips the dump
+	// (skip_zero_embedding, for serving tables).
+	SkipZeroEmbedding bool
+	// InitialCapacity is how many entries the table makes room for up front.
+	InitialCapacity int
 	// Stripes is the number of independently locked parts, a power of two up to 1<<16
 	// (0: 64, or 8 per CPU when that is more).
 	Stripes int
@@ -40,6 +50,10 @@ type Table struct {
 	init   Initializer
 	filter EntryFilter
 	expire expiry
+	// nLR is the number of learning rates Apply takes.
+	nLR int
+	// skipZero is Config.SkipZeroEmbedding.
+	skipZero bool
 
 	stripes     []stripe
 	stripeShift uint
@@ -70,6 +84,13 @@ func New(cfg Config) (*Table, error) {
 	if ns < 1 || ns > 1<<16 || ns&(ns-1) != 0 {
 		return nil, errkind.New(errkind.Value, "embedding table: %d stripes, want a power of two in [1, 65536]", ns)
 	}
+	nLR := max(cfg.LearningRates, 1)
+	if ss, ok := cfg.Optimizer.(interface{ SliceSize() int }); ok {
+		nLR = ss.SliceSize()
+	}
+	if cfg.InitialCapacity < 0 {
+		return nil, errkind.New(errkind.Value, "embedding table: initial capacity %d", cfg.InitialCapacity)
+	}
 	if cfg.Workers < 0 {
 		return nil, errkind.New(errkind.Value, "embedding table: %d workers", cfg.Workers)
 	}
@@ -83,10 +104,18 @@ func New(cfg Config) (*Table, error) {
 		init:        cfg.Initializer,
 		filter:      cfg.Filter,
 		expire:      exp,
+		skipZero:    cfg.SkipZeroEmbedding,
+		nLR:         nLR,
 		stripes:     make([]stripe, ns),
 		stripeShift: uint(64 - bits.TrailingZeros(uint(ns))),
 	}
 	t.SetWorkers(cfg.Workers)
+	if cfg.InitialCapacity > 0 {
+		per := (cfg.InitialCapacity + ns - 1) / ns
+		for i := range t.stripes {
+			t.stripes[i].reserve(t.g, per)
+		}
+	}
 	return t, nil
 }
 
@@ -208,12 +237,15 @@ type applyScratch struct {
 
 // Apply applies gradients: grads[i*Dim:(i+1)*Dim] is the gradient for ids[i]. Gradients of an id
 // that appears more than once are summed first (in batch order) and the optimizer runs once per
-// id, with learningRates and globalStep. An id without an entry gets one (initialized, then
+// id, with learningRates (Config.LearningRates of them) and globalStep. An id without an entry gets one (initialized, then
 // updated) unless the filter holds it back, counting its occurrences in this batch. Updated
 // entries take updateTimeSec as their last update time.
 func (t *Table) Apply(ids []int64, grads []float32, learningRates []float32, globalStep, updateTimeSec int64) error {
 	if err := checkDim("embedding apply", len(grads), len(ids), t.g.dim); err != nil {
 		return errkind.Wrap(errkind.Value, err)
+	}
+	if len(learningRates) != t.nLR {
+		return errkind.New(errkind.Value, "embedding apply: %d learning rates, the optimizer takes %d", len(learningRates), t.nLR)
 	}
 	t.noteUpdate(updateTimeSec)
 	workers := t.workersFor(len(ids))
@@ -364,7 +396,8 @@ func (t *Table) MaxUpdateTsSec() int64 { return t.maxUpdateTs.Load() }
 
 // Assign sets the embeddings of ids to values (rows of Dim floats) with update time
 // updateTimeSec, creating entries as needed (initialized optimizer state) unless the filter
-// holds an id back, each occurrence counting once (the reference's assign).
+// holds an id back, each occurrence counting once (the reference's assign). With
+// SkipZeroEmbedding a zero value erases the id's entry instead.
 func (t *Table) Assign(ids []int64, values []float32, updateTimeSec int64) error {
 	return t.assign("embedding assign", ids, values, updateTimeSec, false)
 }
@@ -383,8 +416,16 @@ func (t *Table) assign(what string, ids []int64, values []float32, updateTimeSec
 	for i, id := range ids {
 		h := mix(id)
 		s := t.stripeOf(h)
+		v := values[i*g.dim : (i+1)*g.dim]
 		s.mu.Lock()
 		p := s.find(g, id, h)
+		if !add && t.skipZero && isZero(v) {
+			if p >= 0 {
+				s.remove(g, p)
+			}
+			s.mu.Unlock()
+			continue
+		}
 		if p < 0 {
 			if t.filter != nil && t.filter.ShouldBeFiltered(id, 1, absent{}) {
 				s.mu.Unlock()
@@ -394,7 +435,6 @@ func (t *Table) assign(what string, ids []int64, values []float32, updateTimeSec
 		}
 		s.hdr(g, p).ts = uint32(updateTimeSec)
 		emb := s.emb(g, p)
-		v := values[i*g.dim : (i+1)*g.dim]
 		if add {
 			for k := range emb {
 				emb[k] += v[k]
@@ -405,6 +445,16 @@ func (t *Table) assign(what string, ids []int64, values []float32, updateTimeSec
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// isZero is the reference's test of a zero embedding: IsAlmostEqual(L2NormSquare(v), 0), which
+// holds when the float32 sum of squares is below the smallest normal float32.
+func isZero(v []float32) bool {
+	var sum float32
+	for _, x := range v {
+		sum += x * x
+	}
+	return sum < 0x1p-126
 }
 
 // Contains reports whether id has an entry.

@@ -7,6 +7,7 @@
 package hashtablepb
 
 import (
+	initializer "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	optimizer "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -22,6 +23,183 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type EntryConfig_EntryType int32
+
+const (
+	EntryConfig_UNKNOWN  EntryConfig_EntryType = 0
+	EntryConfig_TRAINING EntryConfig_EntryType = 1
+	EntryConfig_SERVING  EntryConfig_EntryType = 2
+)
+
+// Enum value maps for EntryConfig_EntryType.
+var (
+	EntryConfig_EntryType_name = map[int32]string{
+		0: "UNKNOWN",
+		1: "TRAINING",
+		2: "SERVING",
+	}
+	EntryConfig_EntryType_value = map[string]int32{
+		"UNKNOWN":  0,
+		"TRAINING": 1,
+		"SERVING":  2,
+	}
+)
+
+func (x EntryConfig_EntryType) Enum() *EntryConfig_EntryType {
+	p := new(EntryConfig_EntryType)
+	*p = x
+	return p
+}
+
+func (x EntryConfig_EntryType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EntryConfig_EntryType) Descriptor() protoreflect.EnumDescriptor {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_enumTypes[0].Descriptor()
+}
+
+func (EntryConfig_EntryType) Type() protoreflect.EnumType {
+	return &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_enumTypes[0]
+}
+
+func (x EntryConfig_EntryType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *EntryConfig_EntryType) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = EntryConfig_EntryType(num)
+	return nil
+}
+
+// Deprecated: Use EntryConfig_EntryType.Descriptor instead.
+func (EntryConfig_EntryType) EnumDescriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{0, 0}
+}
+
+type EmbeddingHashTableConfig_EntryType int32
+
+const (
+	// Memory efficient, but slower.
+	EmbeddingHashTableConfig_PACKED EmbeddingHashTableConfig_EntryType = 1
+	// Fastest
+	EmbeddingHashTableConfig_RAW EmbeddingHashTableConfig_EntryType = 2
+)
+
+// Enum value maps for EmbeddingHashTableConfig_EntryType.
+var (
+	EmbeddingHashTableConfig_EntryType_name = map[int32]string{
+		1: "PACKED",
+		2: "RAW",
+	}
+	EmbeddingHashTableConfig_EntryType_value = map[string]int32{
+		"PACKED": 1,
+		"RAW":    2,
+	}
+)
+
+func (x EmbeddingHashTableConfig_EntryType) Enum() *EmbeddingHashTableConfig_EntryType {
+	p := new(EmbeddingHashTableConfig_EntryType)
+	*p = x
+	return p
+}
+
+func (x EmbeddingHashTableConfig_EntryType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EmbeddingHashTableConfig_EntryType) Descriptor() protoreflect.EnumDescriptor {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_enumTypes[1].Descriptor()
+}
+
+func (EmbeddingHashTableConfig_EntryType) Type() protoreflect.EnumType {
+	return &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_enumTypes[1]
+}
+
+func (x EmbeddingHashTableConfig_EntryType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *EmbeddingHashTableConfig_EntryType) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = EmbeddingHashTableConfig_EntryType(num)
+	return nil
+}
+
+// Deprecated: Use EmbeddingHashTableConfig_EntryType.Descriptor instead.
+func (EmbeddingHashTableConfig_EntryType) EnumDescriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{4, 0}
+}
+
+type EntryConfig struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Segments []*EntryConfig_Segment `protobuf:"bytes,1,rep,name=segments" json:"segments,omitempty"`
+	// If this entry is for serving:
+	// For training entry, comp_config is not used.
+	// For serving entry, init_config & opt_config is not used.
+	EntryType     *EntryConfig_EntryType `protobuf:"varint,2,opt,name=entry_type,json=entryType,enum=monolith.hash_table.EntryConfig_EntryType,def=1" json:"entry_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+// Default values for EntryConfig fields.
+const (
+	Default_EntryConfig_EntryType = EntryConfig_TRAINING
+)
+
+func (x *EntryConfig) Reset() {
+	*x = EntryConfig{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntryConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntryConfig) ProtoMessage() {}
+
+func (x *EntryConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntryConfig.ProtoReflect.Descriptor instead.
+func (*EntryConfig) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EntryConfig) GetSegments() []*EntryConfig_Segment {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+func (x *EntryConfig) GetEntryType() EntryConfig_EntryType {
+	if x != nil && x.EntryType != nil {
+		return *x.EntryType
+	}
+	return Default_EntryConfig_EntryType
+}
+
 type EntryDump struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entry's id (feature id or item id).
@@ -36,7 +214,7 @@ type EntryDump struct {
 
 func (x *EntryDump) Reset() {
 	*x = EntryDump{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[0]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +226,7 @@ func (x *EntryDump) String() string {
 func (*EntryDump) ProtoMessage() {}
 
 func (x *EntryDump) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[0]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +239,7 @@ func (x *EntryDump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryDump.ProtoReflect.Descriptor instead.
 func (*EntryDump) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{0}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *EntryDump) GetId() int64 {
@@ -110,7 +288,7 @@ const (
 
 func (x *SlotExpireTimeConfig) Reset() {
 	*x = SlotExpireTimeConfig{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[1]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -122,7 +300,7 @@ func (x *SlotExpireTimeConfig) String() string {
 func (*SlotExpireTimeConfig) ProtoMessage() {}
 
 func (x *SlotExpireTimeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[1]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -135,7 +313,7 @@ func (x *SlotExpireTimeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotExpireTimeConfig.ProtoReflect.Descriptor instead.
 func (*SlotExpireTimeConfig) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{1}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SlotExpireTimeConfig) GetSlotExpireTimes() []*SlotExpireTimeConfig_SlotExpireTime {
@@ -160,7 +338,7 @@ type CuckooEmbeddingHashTableConfig struct {
 
 func (x *CuckooEmbeddingHashTableConfig) Reset() {
 	*x = CuckooEmbeddingHashTableConfig{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[2]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +350,7 @@ func (x *CuckooEmbeddingHashTableConfig) String() string {
 func (*CuckooEmbeddingHashTableConfig) ProtoMessage() {}
 
 func (x *CuckooEmbeddingHashTableConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[2]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +363,192 @@ func (x *CuckooEmbeddingHashTableConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CuckooEmbeddingHashTableConfig.ProtoReflect.Descriptor instead.
 func (*CuckooEmbeddingHashTableConfig) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{2}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{3}
+}
+
+type EmbeddingHashTableConfig struct {
+	state                protoimpl.MessageState              `protogen:"open.v1"`
+	EntryConfig          *EntryConfig                        `protobuf:"bytes,1,opt,name=entry_config,json=entryConfig" json:"entry_config,omitempty"`
+	EntryType            *EmbeddingHashTableConfig_EntryType `protobuf:"varint,6,opt,name=entry_type,json=entryType,enum=monolith.hash_table.EmbeddingHashTableConfig_EntryType,def=1" json:"entry_type,omitempty"`
+	InitialCapacity      *uint64                             `protobuf:"varint,2,opt,name=initial_capacity,json=initialCapacity,def=1" json:"initial_capacity,omitempty"`
+	SlotExpireTimeConfig *SlotExpireTimeConfig               `protobuf:"bytes,3,opt,name=slot_expire_time_config,json=slotExpireTimeConfig" json:"slot_expire_time_config,omitempty"`
+	// Types that are valid to be assigned to Type:
+	//
+	//	*EmbeddingHashTableConfig_Cuckoo
+	Type isEmbeddingHashTableConfig_Type `protobuf_oneof:"type"`
+	// Whether to evict features periodically during training and serving.
+	EnableFeatureEviction *bool `protobuf:"varint,7,opt,name=enable_feature_eviction,json=enableFeatureEviction" json:"enable_feature_eviction,omitempty"`
+	// Trigger features eviction every n hours.
+	FeatureEvictEveryNHours *int32 `protobuf:"varint,8,opt,name=feature_evict_every_n_hours,json=featureEvictEveryNHours,def=240" json:"feature_evict_every_n_hours,omitempty"`
+	// Whether to erase zero embeddings(l2norm = 0) when serving
+	SkipZeroEmbedding *bool `protobuf:"varint,10,opt,name=skip_zero_embedding,json=skipZeroEmbedding,def=0" json:"skip_zero_embedding,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+// Default values for EmbeddingHashTableConfig fields.
+const (
+	Default_EmbeddingHashTableConfig_EntryType               = EmbeddingHashTableConfig_PACKED
+	Default_EmbeddingHashTableConfig_InitialCapacity         = uint64(1)
+	Default_EmbeddingHashTableConfig_FeatureEvictEveryNHours = int32(240)
+	Default_EmbeddingHashTableConfig_SkipZeroEmbedding       = bool(false)
+)
+
+func (x *EmbeddingHashTableConfig) Reset() {
+	*x = EmbeddingHashTableConfig{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbeddingHashTableConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbeddingHashTableConfig) ProtoMessage() {}
+
+func (x *EmbeddingHashTableConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbeddingHashTableConfig.ProtoReflect.Descriptor instead.
+func (*EmbeddingHashTableConfig) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EmbeddingHashTableConfig) GetEntryConfig() *EntryConfig {
+	if x != nil {
+		return x.EntryConfig
+	}
+	return nil
+}
+
+func (x *EmbeddingHashTableConfig) GetEntryType() EmbeddingHashTableConfig_EntryType {
+	if x != nil && x.EntryType != nil {
+		return *x.EntryType
+	}
+	return Default_EmbeddingHashTableConfig_EntryType
+}
+
+func (x *EmbeddingHashTableConfig) GetInitialCapacity() uint64 {
+	if x != nil && x.InitialCapacity != nil {
+		return *x.InitialCapacity
+	}
+	return Default_EmbeddingHashTableConfig_InitialCapacity
+}
+
+func (x *EmbeddingHashTableConfig) GetSlotExpireTimeConfig() *SlotExpireTimeConfig {
+	if x != nil {
+		return x.SlotExpireTimeConfig
+	}
+	return nil
+}
+
+func (x *EmbeddingHashTableConfig) GetType() isEmbeddingHashTableConfig_Type {
+	if x != nil {
+		return x.Type
+	}
+	return nil
+}
+
+func (x *EmbeddingHashTableConfig) GetCuckoo() *CuckooEmbeddingHashTableConfig {
+	if x != nil {
+		if x, ok := x.Type.(*EmbeddingHashTableConfig_Cuckoo); ok {
+			return x.Cuckoo
+		}
+	}
+	return nil
+}
+
+func (x *EmbeddingHashTableConfig) GetEnableFeatureEviction() bool {
+	if x != nil && x.EnableFeatureEviction != nil {
+		return *x.EnableFeatureEviction
+	}
+	return false
+}
+
+func (x *EmbeddingHashTableConfig) GetFeatureEvictEveryNHours() int32 {
+	if x != nil && x.FeatureEvictEveryNHours != nil {
+		return *x.FeatureEvictEveryNHours
+	}
+	return Default_EmbeddingHashTableConfig_FeatureEvictEveryNHours
+}
+
+func (x *EmbeddingHashTableConfig) GetSkipZeroEmbedding() bool {
+	if x != nil && x.SkipZeroEmbedding != nil {
+		return *x.SkipZeroEmbedding
+	}
+	return Default_EmbeddingHashTableConfig_SkipZeroEmbedding
+}
+
+type isEmbeddingHashTableConfig_Type interface {
+	isEmbeddingHashTableConfig_Type()
+}
+
+type EmbeddingHashTableConfig_Cuckoo struct {
+	Cuckoo *CuckooEmbeddingHashTableConfig `protobuf:"bytes,5,opt,name=cuckoo,oneof"`
+}
+
+func (*EmbeddingHashTableConfig_Cuckoo) isEmbeddingHashTableConfig_Type() {}
+
+type MultiEmbeddingHashTableConfig struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Names         []string                    `protobuf:"bytes,1,rep,name=names" json:"names,omitempty"`
+	Configs       []*EmbeddingHashTableConfig `protobuf:"bytes,2,rep,name=configs" json:"configs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiEmbeddingHashTableConfig) Reset() {
+	*x = MultiEmbeddingHashTableConfig{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiEmbeddingHashTableConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiEmbeddingHashTableConfig) ProtoMessage() {}
+
+func (x *MultiEmbeddingHashTableConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiEmbeddingHashTableConfig.ProtoReflect.Descriptor instead.
+func (*MultiEmbeddingHashTableConfig) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MultiEmbeddingHashTableConfig) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *MultiEmbeddingHashTableConfig) GetConfigs() []*EmbeddingHashTableConfig {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
 }
 
 type MultiHashTableMetadata struct {
@@ -198,7 +561,7 @@ type MultiHashTableMetadata struct {
 
 func (x *MultiHashTableMetadata) Reset() {
 	*x = MultiHashTableMetadata{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[3]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +573,7 @@ func (x *MultiHashTableMetadata) String() string {
 func (*MultiHashTableMetadata) ProtoMessage() {}
 
 func (x *MultiHashTableMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[3]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +586,7 @@ func (x *MultiHashTableMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiHashTableMetadata.ProtoReflect.Descriptor instead.
 func (*MultiHashTableMetadata) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{3}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MultiHashTableMetadata) GetTableName() string {
@@ -257,7 +620,7 @@ const (
 
 func (x *SlotOccurrenceThresholdConfig) Reset() {
 	*x = SlotOccurrenceThresholdConfig{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +632,7 @@ func (x *SlotOccurrenceThresholdConfig) String() string {
 func (*SlotOccurrenceThresholdConfig) ProtoMessage() {}
 
 func (x *SlotOccurrenceThresholdConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +645,7 @@ func (x *SlotOccurrenceThresholdConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotOccurrenceThresholdConfig.ProtoReflect.Descriptor instead.
 func (*SlotOccurrenceThresholdConfig) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{4}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SlotOccurrenceThresholdConfig) GetSlotOccurrenceThresholds() []*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold {
@@ -325,7 +688,7 @@ const (
 
 func (x *SlidingHashFilterMetaDump) Reset() {
 	*x = SlidingHashFilterMetaDump{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[5]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +700,7 @@ func (x *SlidingHashFilterMetaDump) String() string {
 func (*SlidingHashFilterMetaDump) ProtoMessage() {}
 
 func (x *SlidingHashFilterMetaDump) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[5]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +713,7 @@ func (x *SlidingHashFilterMetaDump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlidingHashFilterMetaDump.ProtoReflect.Descriptor instead.
 func (*SlidingHashFilterMetaDump) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{5}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SlidingHashFilterMetaDump) GetSplitNum() uint32 {
@@ -427,7 +790,7 @@ const (
 
 func (x *HashFilterSplitMetaDump) Reset() {
 	*x = HashFilterSplitMetaDump{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[6]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +802,7 @@ func (x *HashFilterSplitMetaDump) String() string {
 func (*HashFilterSplitMetaDump) ProtoMessage() {}
 
 func (x *HashFilterSplitMetaDump) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[6]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +815,7 @@ func (x *HashFilterSplitMetaDump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashFilterSplitMetaDump.ProtoReflect.Descriptor instead.
 func (*HashFilterSplitMetaDump) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{6}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HashFilterSplitMetaDump) GetFailureCount() uint64 {
@@ -500,7 +863,7 @@ type HashFilterSplitDataDump struct {
 
 func (x *HashFilterSplitDataDump) Reset() {
 	*x = HashFilterSplitDataDump{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[7]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +875,7 @@ func (x *HashFilterSplitDataDump) String() string {
 func (*HashFilterSplitDataDump) ProtoMessage() {}
 
 func (x *HashFilterSplitDataDump) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[7]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +888,7 @@ func (x *HashFilterSplitDataDump) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashFilterSplitDataDump.ProtoReflect.Descriptor instead.
 func (*HashFilterSplitDataDump) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{7}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HashFilterSplitDataDump) GetOffset() uint32 {
@@ -542,6 +905,67 @@ func (x *HashFilterSplitDataDump) GetData() []uint32 {
 	return nil
 }
 
+type EntryConfig_Segment struct {
+	state      protoimpl.MessageState         `protogen:"open.v1"`
+	InitConfig *initializer.InitializerConfig `protobuf:"bytes,1,opt,name=init_config,json=initConfig" json:"init_config,omitempty"`
+	OptConfig  *optimizer.OptimizerConfig     `protobuf:"bytes,2,opt,name=opt_config,json=optConfig" json:"opt_config,omitempty"`
+	// Will overwrite dim_size in init_config, opt_config and comp_config.
+	DimSize       *int32 `protobuf:"varint,7,opt,name=dim_size,json=dimSize" json:"dim_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntryConfig_Segment) Reset() {
+	*x = EntryConfig_Segment{}
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntryConfig_Segment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntryConfig_Segment) ProtoMessage() {}
+
+func (x *EntryConfig_Segment) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntryConfig_Segment.ProtoReflect.Descriptor instead.
+func (*EntryConfig_Segment) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{0, 0}
+}
+
+func (x *EntryConfig_Segment) GetInitConfig() *initializer.InitializerConfig {
+	if x != nil {
+		return x.InitConfig
+	}
+	return nil
+}
+
+func (x *EntryConfig_Segment) GetOptConfig() *optimizer.OptimizerConfig {
+	if x != nil {
+		return x.OptConfig
+	}
+	return nil
+}
+
+func (x *EntryConfig_Segment) GetDimSize() int32 {
+	if x != nil && x.DimSize != nil {
+		return *x.DimSize
+	}
+	return 0
+}
+
 // These slot and expire time are used to overwrite default slot expire time.
 type SlotExpireTimeConfig_SlotExpireTime struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -553,7 +977,7 @@ type SlotExpireTimeConfig_SlotExpireTime struct {
 
 func (x *SlotExpireTimeConfig_SlotExpireTime) Reset() {
 	*x = SlotExpireTimeConfig_SlotExpireTime{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[8]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +989,7 @@ func (x *SlotExpireTimeConfig_SlotExpireTime) String() string {
 func (*SlotExpireTimeConfig_SlotExpireTime) ProtoMessage() {}
 
 func (x *SlotExpireTimeConfig_SlotExpireTime) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[8]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +1002,7 @@ func (x *SlotExpireTimeConfig_SlotExpireTime) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use SlotExpireTimeConfig_SlotExpireTime.ProtoReflect.Descriptor instead.
 func (*SlotExpireTimeConfig_SlotExpireTime) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{1, 0}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{2, 0}
 }
 
 func (x *SlotExpireTimeConfig_SlotExpireTime) GetSlot() uint32 {
@@ -607,7 +1031,7 @@ type SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold struct {
 
 func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) Reset() {
 	*x = SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold{}
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[9]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +1043,7 @@ func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) String() string 
 func (*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) ProtoMessage() {}
 
 func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) ProtoReflect() protoreflect.Message {
-	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[9]
+	mi := &file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +1056,7 @@ func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) ProtoReflect() p
 
 // Deprecated: Use SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold.ProtoReflect.Descriptor instead.
 func (*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) Descriptor() ([]byte, []int) {
-	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{4, 0}
+	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescGZIP(), []int{7, 0}
 }
 
 func (x *SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold) GetSlot() uint32 {
@@ -653,7 +1077,21 @@ var File_monolith_native_training_runtime_hash_table_embedding_hash_table_proto 
 
 const file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDesc = "" +
 	"\n" +
-	"Fmonolith/native_training/runtime/hash_table/embedding_hash_table.proto\x12\x13monolith.hash_table\x1aEmonolith/native_training/runtime/hash_table/optimizer/optimizer.proto\"\x90\x01\n" +
+	"Fmonolith/native_training/runtime/hash_table/embedding_hash_table.proto\x12\x13monolith.hash_table\x1aPmonolith/native_training/runtime/hash_table/initializer/initializer_config.proto\x1aEmonolith/native_training/runtime/hash_table/optimizer/optimizer.proto\"\x98\x03\n" +
+	"\vEntryConfig\x12D\n" +
+	"\bsegments\x18\x01 \x03(\v2(.monolith.hash_table.EntryConfig.SegmentR\bsegments\x12S\n" +
+	"\n" +
+	"entry_type\x18\x02 \x01(\x0e2*.monolith.hash_table.EntryConfig.EntryType:\bTRAININGR\tentryType\x1a\xb8\x01\n" +
+	"\aSegment\x12G\n" +
+	"\vinit_config\x18\x01 \x01(\v2&.monolith.hash_table.InitializerConfigR\n" +
+	"initConfig\x12C\n" +
+	"\n" +
+	"opt_config\x18\x02 \x01(\v2$.monolith.hash_table.OptimizerConfigR\toptConfig\x12\x19\n" +
+	"\bdim_size\x18\a \x01(\x05R\adimSizeJ\x04\b\x03\x10\x04\"3\n" +
+	"\tEntryType\x12\v\n" +
+	"\aUNKNOWN\x10\x00\x12\f\n" +
+	"\bTRAINING\x10\x01\x12\v\n" +
+	"\aSERVING\x10\x02\"\x90\x01\n" +
 	"\tEntryDump\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x10R\x02id\x12\x10\n" +
 	"\x03num\x18\x02 \x03(\x02R\x03num\x124\n" +
@@ -666,7 +1104,26 @@ const file_monolith_native_training_runtime_hash_table_embedding_hash_table_prot
 	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x1f\n" +
 	"\vexpire_time\x18\x02 \x01(\rR\n" +
 	"expireTime\" \n" +
-	"\x1eCuckooEmbeddingHashTableConfig\"X\n" +
+	"\x1eCuckooEmbeddingHashTableConfig\"\xfa\x04\n" +
+	"\x18EmbeddingHashTableConfig\x12C\n" +
+	"\fentry_config\x18\x01 \x01(\v2 .monolith.hash_table.EntryConfigR\ventryConfig\x12^\n" +
+	"\n" +
+	"entry_type\x18\x06 \x01(\x0e27.monolith.hash_table.EmbeddingHashTableConfig.EntryType:\x06PACKEDR\tentryType\x12,\n" +
+	"\x10initial_capacity\x18\x02 \x01(\x04:\x011R\x0finitialCapacity\x12`\n" +
+	"\x17slot_expire_time_config\x18\x03 \x01(\v2).monolith.hash_table.SlotExpireTimeConfigR\x14slotExpireTimeConfig\x12M\n" +
+	"\x06cuckoo\x18\x05 \x01(\v23.monolith.hash_table.CuckooEmbeddingHashTableConfigH\x00R\x06cuckoo\x126\n" +
+	"\x17enable_feature_eviction\x18\a \x01(\bR\x15enableFeatureEviction\x12A\n" +
+	"\x1bfeature_evict_every_n_hours\x18\b \x01(\x05:\x03240R\x17featureEvictEveryNHours\x125\n" +
+	"\x13skip_zero_embedding\x18\n" +
+	" \x01(\b:\x05falseR\x11skipZeroEmbedding\" \n" +
+	"\tEntryType\x12\n" +
+	"\n" +
+	"\x06PACKED\x10\x01\x12\a\n" +
+	"\x03RAW\x10\x02B\x06\n" +
+	"\x04type\"~\n" +
+	"\x1dMultiEmbeddingHashTableConfig\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12G\n" +
+	"\aconfigs\x18\x02 \x03(\v2-.monolith.hash_table.EmbeddingHashTableConfigR\aconfigs\"X\n" +
 	"\x16MultiHashTableMetadata\x12\x1d\n" +
 	"\n" +
 	"table_name\x18\x01 \x01(\tR\ttableName\x12\x1f\n" +
@@ -709,30 +1166,48 @@ func file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto
 	return file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDescData
 }
 
-var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_goTypes = []any{
-	(*EntryDump)(nil),                                             // 0: monolith.hash_table.EntryDump
-	(*SlotExpireTimeConfig)(nil),                                  // 1: monolith.hash_table.SlotExpireTimeConfig
-	(*CuckooEmbeddingHashTableConfig)(nil),                        // 2: monolith.hash_table.CuckooEmbeddingHashTableConfig
-	(*MultiHashTableMetadata)(nil),                                // 3: monolith.hash_table.MultiHashTableMetadata
-	(*SlotOccurrenceThresholdConfig)(nil),                         // 4: monolith.hash_table.SlotOccurrenceThresholdConfig
-	(*SlidingHashFilterMetaDump)(nil),                             // 5: monolith.hash_table.SlidingHashFilterMetaDump
-	(*HashFilterSplitMetaDump)(nil),                               // 6: monolith.hash_table.HashFilterSplitMetaDump
-	(*HashFilterSplitDataDump)(nil),                               // 7: monolith.hash_table.HashFilterSplitDataDump
-	(*SlotExpireTimeConfig_SlotExpireTime)(nil),                   // 8: monolith.hash_table.SlotExpireTimeConfig.SlotExpireTime
-	(*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold)(nil), // 9: monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThreshold
-	(*optimizer.OptimizerDump)(nil),                               // 10: monolith.hash_table.OptimizerDump
+	(EntryConfig_EntryType)(0),                                    // 0: monolith.hash_table.EntryConfig.EntryType
+	(EmbeddingHashTableConfig_EntryType)(0),                       // 1: monolith.hash_table.EmbeddingHashTableConfig.EntryType
+	(*EntryConfig)(nil),                                           // 2: monolith.hash_table.EntryConfig
+	(*EntryDump)(nil),                                             // 3: monolith.hash_table.EntryDump
+	(*SlotExpireTimeConfig)(nil),                                  // 4: monolith.hash_table.SlotExpireTimeConfig
+	(*CuckooEmbeddingHashTableConfig)(nil),                        // 5: monolith.hash_table.CuckooEmbeddingHashTableConfig
+	(*EmbeddingHashTableConfig)(nil),                              // 6: monolith.hash_table.EmbeddingHashTableConfig
+	(*MultiEmbeddingHashTableConfig)(nil),                         // 7: monolith.hash_table.MultiEmbeddingHashTableConfig
+	(*MultiHashTableMetadata)(nil),                                // 8: monolith.hash_table.MultiHashTableMetadata
+	(*SlotOccurrenceThresholdConfig)(nil),                         // 9: monolith.hash_table.SlotOccurrenceThresholdConfig
+	(*SlidingHashFilterMetaDump)(nil),                             // 10: monolith.hash_table.SlidingHashFilterMetaDump
+	(*HashFilterSplitMetaDump)(nil),                               // 11: monolith.hash_table.HashFilterSplitMetaDump
+	(*HashFilterSplitDataDump)(nil),                               // 12: monolith.hash_table.HashFilterSplitDataDump
+	(*EntryConfig_Segment)(nil),                                   // 13: monolith.hash_table.EntryConfig.Segment
+	(*SlotExpireTimeConfig_SlotExpireTime)(nil),                   // 14: monolith.hash_table.SlotExpireTimeConfig.SlotExpireTime
+	(*SlotOccurrenceThresholdConfig_SlotOccurrenceThreshold)(nil), // 15: monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThreshold
+	(*optimizer.OptimizerDump)(nil),                               // 16: monolith.hash_table.OptimizerDump
+	(*initializer.InitializerConfig)(nil),                         // 17: monolith.hash_table.InitializerConfig
+	(*optimizer.OptimizerConfig)(nil),                             // 18: monolith.hash_table.OptimizerConfig
 }
 var file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_depIdxs = []int32{
-	10, // 0: monolith.hash_table.EntryDump.opt:type_name -> monolith.hash_table.OptimizerDump
-	8,  // 1: monolith.hash_table.SlotExpireTimeConfig.slot_expire_times:type_name -> monolith.hash_table.SlotExpireTimeConfig.SlotExpireTime
-	9,  // 2: monolith.hash_table.SlotOccurrenceThresholdConfig.slot_occurrence_thresholds:type_name -> monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThreshold
-	5,  // 3: monolith.hash_table.HashFilterSplitMetaDump.sliding_hash_filter_meta:type_name -> monolith.hash_table.SlidingHashFilterMetaDump
-	4,  // [4:4] is the sub-list for method output_type
-	4,  // [4:4] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	13, // 0: monolith.hash_table.EntryConfig.segments:type_name -> monolith.hash_table.EntryConfig.Segment
+	0,  // 1: monolith.hash_table.EntryConfig.entry_type:type_name -> monolith.hash_table.EntryConfig.EntryType
+	16, // 2: monolith.hash_table.EntryDump.opt:type_name -> monolith.hash_table.OptimizerDump
+	14, // 3: monolith.hash_table.SlotExpireTimeConfig.slot_expire_times:type_name -> monolith.hash_table.SlotExpireTimeConfig.SlotExpireTime
+	2,  // 4: monolith.hash_table.EmbeddingHashTableConfig.entry_config:type_name -> monolith.hash_table.EntryConfig
+	1,  // 5: monolith.hash_table.EmbeddingHashTableConfig.entry_type:type_name -> monolith.hash_table.EmbeddingHashTableConfig.EntryType
+	4,  // 6: monolith.hash_table.EmbeddingHashTableConfig.slot_expire_time_config:type_name -> monolith.hash_table.SlotExpireTimeConfig
+	5,  // 7: monolith.hash_table.EmbeddingHashTableConfig.cuckoo:type_name -> monolith.hash_table.CuckooEmbeddingHashTableConfig
+	6,  // 8: monolith.hash_table.MultiEmbeddingHashTableConfig.configs:type_name -> monolith.hash_table.EmbeddingHashTableConfig
+	15, // 9: monolith.hash_table.SlotOccurrenceThresholdConfig.slot_occurrence_thresholds:type_name -> monolith.hash_table.SlotOccurrenceThresholdConfig.SlotOccurrenceThreshold
+	10, // 10: monolith.hash_table.HashFilterSplitMetaDump.sliding_hash_filter_meta:type_name -> monolith.hash_table.SlidingHashFilterMetaDump
+	17, // 11: monolith.hash_table.EntryConfig.Segment.init_config:type_name -> monolith.hash_table.InitializerConfig
+	18, // 12: monolith.hash_table.EntryConfig.Segment.opt_config:type_name -> monolith.hash_table.OptimizerConfig
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_init() }
@@ -740,18 +1215,22 @@ func file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto
 	if File_monolith_native_training_runtime_hash_table_embedding_hash_table_proto != nil {
 		return
 	}
+	file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes[4].OneofWrappers = []any{
+		(*EmbeddingHashTableConfig_Cuckoo)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDesc), len(file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_goTypes,
 		DependencyIndexes: file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_depIdxs,
+		EnumInfos:         file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_enumTypes,
 		MessageInfos:      file_monolith_native_training_runtime_hash_table_embedding_hash_table_proto_msgTypes,
 	}.Build()
 	File_monolith_native_training_runtime_hash_table_embedding_hash_table_proto = out.File
