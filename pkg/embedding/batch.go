@@ -20,6 +20,8 @@ type plan struct {
 	starts []int32
 	// counts is workers x stripes histogram scratch (then write offsets).
 	counts []int32
+	// scratch is the workers' apply buffers, kept with the plan between batches.
+	scratch []applyScratch
 }
 
 // group is one stripe's share of a plan.

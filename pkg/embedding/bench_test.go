@@ -22,8 +22,8 @@ import (
 //	go test ./pkg/embedding -run '^$' -bench . -benchtime 20x                         1M entries
 //	go test ./pkg/embedding -run '^$' -bench . -benchtime 20x -embedding.large -timeout 1h   also 10M
 //
-// The 10M entries x 64 floats case needs about 12 GB (table with Adagrad state, flat array and
-// map, built one after the other).
+// The 10M entries x 64 floats case needs about 9 GB at its peak (the table with its Adagrad state;
+// the flat arrays and the map are built before and after it, not at the same time).
 var benchLarge = flag.Bool("embedding.large", false, "also run the 10M-entry benchmarks (several GB of memory)")
 
 const benchBatch = 64 << 10

@@ -6,10 +6,10 @@
 // they have been seen often enough (the reference's hash filters: filter.go).
 //
 // Layout, for cache-friendly batches: the table is split into stripes by the top bits of the id's
-// hash, each with its own lock, an open-addressing index (id, row, update time in 16 bytes) and
-// its rows (embedding then optimizer state, contiguous) in large chunks. Batched calls group their
-// ids by stripe and spread the stripes over worker goroutines, so a batch runs on all cores and
-// takes each lock once.
+// hash, each with its own lock and an open-addressing table (linear probing) whose slots hold the
+// entry inline: id, update time, embedding and optimizer state (stripe.go). Batched calls work
+// through their ids in blocks, prefetching each block's slots a few blocks ahead, and spread the
+// ids over worker goroutines, so a batch runs on all cores and takes each lock once per worker.
 package embedding
 
 import (

@@ -251,7 +251,10 @@ func (t *Table) Apply(ids []int64, grads []float32, learningRates []float32, glo
 	workers := t.workersFor(len(ids))
 	p := t.makePlan(ids, workers)
 	defer p.release()
-	scratch := make([]applyScratch, workers)
+	if len(p.scratch) < workers {
+		p.scratch = append(p.scratch, make([]applyScratch, workers-len(p.scratch))...)
+	}
+	scratch := p.scratch
 	t.eachStripe(p, workers, func(w, si int, gr group) {
 		sc := &scratch[w]
 		t.combine(sc, grads, gr)
