@@ -69,8 +69,8 @@ type Config struct {
 	// LatentDim is the dimension of the ids' latent vectors; 0 (the default) means none, and the
 	// ground truth is the plain logistic model.
 	LatentDim int
-	// LatentStd is the standard deviation of each latent component (default 0.5: with LatentDim 4
-	// a pair's dot product has standard deviation 0.5).
+	// LatentStd is the standard deviation of each latent component (default 0.7: with LatentDim 4
+	// a pair's dot product has standard deviation about 1).
 	LatentStd float64
 }
 
@@ -104,7 +104,7 @@ func (c Config) withDefaults() Config {
 		c.Bias = -1.5
 	}
 	if c.LatentStd == 0 {
-		c.LatentStd = 0.5
+		c.LatentStd = 0.7
 	}
 	return c
 }
