@@ -3,9 +3,11 @@
 // (1 <= i < capacity) is set while worker i waits at the barrier, so the chief can see who is
 // blocked.
 //
-// The reference keeps this state in TensorFlow variables read through a session; here it is plain
-// in-process state guarded by a mutex, and waiting workers are woken by a channel rather than by
-// polling every wait_seconds.
+// The reference keeps this state in TensorFlow variables read through a session, on a parameter
+// server when the job is distributed. Here Barrier is plain in-process state guarded by a mutex
+// (waiting workers are woken by a channel rather than by polling every wait_seconds), and Remote is
+// the same barrier held by a parameter server (pkg/ps), reached through its Barrier RPC, for the
+// processes of a distributed job. The hooks take either, as an Op.
 package barrier
 
 import (
@@ -129,6 +131,25 @@ func (b *Barrier) WaitUntilRemoved(ctx context.Context, index int) error {
 	}
 }
 
+// Status is the barrier's state, read at once.
+func (b *Barrier) Status(context.Context) (Status, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	blocked := []int{}
+	for i, v := range b.blocked {
+		if v {
+			blocked = append(blocked, i)
+		}
+	}
+	return Status{Placed: b.blocked[0], Action: b.action, Blocked: blocked, Capacity: len(b.blocked)}, nil
+}
+
+// RemoveContext is Remove, as Op has it.
+func (b *Barrier) RemoveContext(context.Context) error {
+	b.Remove()
+	return nil
+}
+
 // IsAllBlocked reports whether every slot is set: the barrier is placed and every worker waits.
 func (b *Barrier) IsAllBlocked() bool { return len(b.BlockedIndices()) == len(b.blocked) }
 
@@ -155,7 +176,12 @@ func (b *Barrier) indices(blocked bool) []int {
 
 // runCallbacks runs the callbacks in order; b.mu is held, as the reference holds its lock.
 func (b *Barrier) runCallbacks(ctx context.Context, action string) error {
-	for i, cb := range b.callbacks {
+	return runCallbacks(ctx, b.callbacks, action)
+}
+
+// runCallbacks runs callbacks in order and stops at the first error.
+func runCallbacks(ctx context.Context, callbacks []Callback, action string) error {
+	for i, cb := range callbacks {
 		if err := cb(ctx, action); err != nil {
 			return fmt.Errorf("barrier: callback %d (action %q): %w", i, action, err)
 		}

@@ -298,3 +298,29 @@ func TestChiefHookNeverWaits(t *testing.T) {
 		t.Errorf("steps = %d, want 3", c.get())
 	}
 }
+
+// TestStatus reads the in-process barrier's state through Op's calls.
+func TestStatus(t *testing.T) {
+	ctx := context.Background()
+	var b Op = mustNew(t, 3)
+	tests := []struct {
+		name string
+		do   func() error
+		want Status
+	}{
+		{name: "fresh", do: func() error { return nil }, want: Status{Blocked: []int{}, Capacity: 3}},
+		{name: "placed", do: func() error { return b.Place(ctx, "stop") }, want: Status{Placed: true, Action: "stop", Blocked: []int{0}, Capacity: 3}},
+		{name: "removed", do: func() error { return b.RemoveContext(ctx) }, want: Status{Action: "stop", Blocked: []int{}, Capacity: 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.do(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Status(ctx)
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Status = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}

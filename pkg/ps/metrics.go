@@ -1,0 +1,135 @@
+package ps
+
+import (
+	"context"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/monolith-go/monolith/internal/buildinfo"
+)
+
+// Namespace prefixes every metric of the parameter server.
+const Namespace = "monolith_ps"
+
+// Metrics are a parameter server's Prometheus metrics, on a registry of their own: its RPCs, and
+// each table's entries, memory and traffic (read from the server when scraped). Methods do nothing
+// on a nil *Metrics.
+type Metrics struct {
+	reg        *prometheus.Registry
+	rpcs       *prometheus.CounterVec
+	rpcSeconds *prometheus.HistogramVec
+
+	mu      sync.Mutex
+	servers []*Server
+}
+
+// NewMetrics registers the metrics, the build info gauge and the Go runtime and process
+// collectors on a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "rpc_requests_total",
+			Help: "ParameterServer RPCs handled, by method and gRPC status code."}, []string{"method", "code"}),
+		rpcSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "rpc_duration_seconds",
+			Help:    "ParameterServer RPC latency, by method.",
+			Buckets: prometheus.ExponentialBuckets(.0001, 2.5, 14)}, []string{"method"}),
+	}
+	m.reg.MustRegister(m.rpcs, m.rpcSeconds, tableCollector{m},
+		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the registry the metrics are on.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// watch adds s's tables to the table metrics.
+func (m *Metrics) watch(s *Server) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.servers = append(m.servers, s)
+}
+
+// UnaryServerInterceptor counts and times the RPCs, by method and status code.
+func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if m == nil {
+			return handler(ctx, req)
+		}
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+		m.rpcSeconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
+		m.rpcs.WithLabelValues(method, status.Code(err).String()).Inc()
+		return resp, err
+	}
+}
+
+// Table metrics, read from the servers' tables at each scrape.
+var (
+	descEntries = prometheus.NewDesc(Namespace+"_table_entries", "Entries of the table.", []string{"ps", "table"}, nil)
+	descMemory  = prometheus.NewDesc(Namespace+"_table_memory_bytes", "Memory the table's entries occupy.", []string{"ps", "table"}, nil)
+	descLookup  = prometheus.NewDesc(Namespace+"_table_lookup_ids_total", "Ids looked up in the table.", []string{"ps", "table"}, nil)
+	descApply   = prometheus.NewDesc(Namespace+"_table_apply_ids_total", "Ids the table's optimizer was applied to (before de-duplication).", []string{"ps", "table"}, nil)
+)
+
+type tableCollector struct{ m *Metrics }
+
+func (c tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descEntries
+	ch <- descMemory
+	ch <- descLookup
+	ch <- descApply
+}
+
+func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	servers := append([]*Server(nil), c.m.servers...)
+	c.m.mu.Unlock()
+	for _, s := range servers {
+		tables, _ := s.selected(nil)
+		ps := strconv.Itoa(s.cfg.Index)
+		for _, tb := range tables {
+			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(tb.t.Size()), ps, tb.name)
+			ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(tb.t.MemoryBytes()), ps, tb.name)
+			ch <- prometheus.MustNewConstMetric(descLookup, prometheus.CounterValue, float64(tb.lookupIDs.Load()), ps, tb.name)
+			ch <- prometheus.MustNewConstMetric(descApply, prometheus.CounterValue, float64(tb.applyIDs.Load()), ps, tb.name)
+		}
+	}
+}
+
+// StatusHandler serves the server's status endpoint: /metrics (Prometheus), /healthz (200 "ok"
+// while the process serves) and Go's /debug/pprof/.
+func StatusHandler(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	if m != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	}
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}

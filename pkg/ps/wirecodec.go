@@ -1,0 +1,311 @@
+package ps
+
+import (
+	"fmt"
+	"io"
+	"math/bits"
+	"sync"
+	"unsafe"
+
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
+)
+
+// wireCodec is gRPC's proto codec with the bulk messages (lookup and apply requests, lookup
+// answers) encoded and decoded by hand, to the same protobuf bytes: their ids and floats are sent
+// from the caller's memory and received with one copy into a pooled buffer, where the proto codec
+// copies a payload twice on each side (into a marshal buffer; out of the transport's buffers,
+// then again into the message). Every other message goes through the proto codec. Its name is
+// "proto", so the content type on the wire is unchanged and any protobuf peer understands it.
+type wireCodec struct{}
+
+// codec is the codec the package's servers and clients use.
+var codec encoding.CodecV2 = wireCodec{}
+
+func (wireCodec) Name() string { return grpcproto.Name }
+
+// protoCodec is gRPC's own proto codec, for every other message.
+var protoCodec = encoding.GetCodecV2(grpcproto.Name)
+
+func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *pspb.LookupResponse:
+		return marshalLookupResponse(m), nil
+	case *pspb.LookupRequest:
+		var hdr []byte
+		hdr = appendString(hdr, 1, m.GetTable())
+		hdr = appendVarint(hdr, 2, uint64(int64(m.GetDim())))
+		return withPayloads(hdr, payload{3, m.GetIds(), nil}), nil
+	case *pspb.ApplyGradientsRequest:
+		var hdr, tail []byte
+		hdr = appendString(hdr, 1, m.GetTable())
+		hdr = appendVarint(hdr, 2, uint64(int64(m.GetDim())))
+		tail = appendVarint(tail, 5, uint64(m.GetGlobalStep()))
+		if lrs := m.GetLearningRates(); len(lrs) > 0 {
+			tail = protowire.AppendTag(tail, 6, protowire.BytesType)
+			tail = protowire.AppendVarint(tail, uint64(4*len(lrs)))
+			for _, f := range lrs {
+				tail = protowire.AppendFixed32(tail, *(*uint32)(unsafe.Pointer(&f)))
+			}
+		}
+		tail = appendVarint(tail, 7, uint64(m.GetUpdateTimeSec()))
+		return withPayloads(hdr, payload{3, m.GetIds(), nil}, payload{4, m.GetGrads(), tail}), nil
+	}
+	return protoCodec.Marshal(v)
+}
+
+// payload is a bytes field sent from its own memory, followed by encoded fields.
+type payload struct {
+	num  protowire.Number
+	data []byte
+	tail []byte
+}
+
+// withPayloads is hdr, then each payload's tag, length, data (not copied) and tail.
+func withPayloads(hdr []byte, ps ...payload) mem.BufferSlice {
+	out := mem.BufferSlice{}
+	for _, p := range ps {
+		if len(p.data) > 0 {
+			hdr = protowire.AppendTag(hdr, p.num, protowire.BytesType)
+			hdr = protowire.AppendVarint(hdr, uint64(len(p.data)))
+			out = append(out, mem.SliceBuffer(hdr), mem.SliceBuffer(p.data))
+			hdr = nil
+		}
+		hdr = append(hdr, p.tail...)
+	}
+	if len(hdr) > 0 {
+		out = append(out, mem.SliceBuffer(hdr))
+	}
+	return out
+}
+
+// marshalLookupResponse sends the embeddings from their buffer; when the buffer is one of the
+// server's pooled ones, it goes back to the pool once the transport has written it.
+func marshalLookupResponse(m *pspb.LookupResponse) mem.BufferSlice {
+	var tail []byte
+	tail = appendVarint(tail, 2, uint64(m.GetFound()))
+	emb := m.GetEmbeddings()
+	if len(emb) == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(tail)}
+	}
+	var hdr []byte
+	hdr = protowire.AppendTag(hdr, 1, protowire.BytesType)
+	hdr = protowire.AppendVarint(hdr, uint64(len(emb)))
+	var body mem.Buffer = mem.SliceBuffer(emb)
+	if owned, ok := responseBuffers.take(emb); ok {
+		body = mem.NewBuffer(owned, floatPool)
+	}
+	out := mem.BufferSlice{mem.SliceBuffer(hdr), body}
+	if len(tail) > 0 {
+		out = append(out, mem.SliceBuffer(tail))
+	}
+	return out
+}
+
+// appendVarint appends a varint field unless it is 0 (proto3 leaves defaults out).
+func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*pspb.LookupResponse); ok {
+		return unmarshalLookupResponse(data, m)
+	}
+	return protoCodec.Unmarshal(data, v)
+}
+
+// unmarshalLookupResponse decodes a lookup answer, copying the embeddings once from the
+// transport's buffers into a pooled buffer (ReleaseEmbeddings gives it back).
+func unmarshalLookupResponse(data mem.BufferSlice, m *pspb.LookupResponse) error {
+	r := data.Reader()
+	defer r.Close()
+	m.Reset()
+	for r.Remaining() > 0 {
+		num, typ, err := readTag(r)
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			n, err := readVarint(r)
+			if err != nil {
+				return err
+			}
+			if n > uint64(r.Remaining()) {
+				return errTruncated
+			}
+			buf := floatPool.Get(int(n))
+			if _, err := io.ReadFull(r, *buf); err != nil {
+				return err
+			}
+			m.Embeddings = *buf
+		case num == 2 && typ == protowire.VarintType:
+			v, err := readVarint(r)
+			if err != nil {
+				return err
+			}
+			m.Found = int64(v)
+		default:
+			if err := skipField(r, typ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var errTruncated = fmt.Errorf("ps codec: truncated message")
+
+func readVarint(r *mem.Reader) (uint64, error) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, errTruncated
+		}
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("ps codec: varint overflows 64 bits")
+}
+
+func readTag(r *mem.Reader) (protowire.Number, protowire.Type, error) {
+	v, err := readVarint(r)
+	if err != nil {
+		return 0, 0, err
+	}
+	num, typ := protowire.DecodeTag(v)
+	if num < protowire.MinValidNumber {
+		return 0, 0, fmt.Errorf("ps codec: invalid field number %d", num)
+	}
+	return num, typ, nil
+}
+
+// skipField skips a field of an unknown number.
+func skipField(r *mem.Reader, typ protowire.Type) error {
+	var n uint64
+	switch typ {
+	case protowire.VarintType:
+		_, err := readVarint(r)
+		return err
+	case protowire.Fixed32Type:
+		n = 4
+	case protowire.Fixed64Type:
+		n = 8
+	case protowire.BytesType:
+		var err error
+		if n, err = readVarint(r); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("ps codec: unsupported wire type %d", typ)
+	}
+	if n > uint64(r.Remaining()) {
+		return errTruncated
+	}
+	_, err := r.Discard(int(n))
+	return err
+}
+
+// ReleaseEmbeddings gives a lookup answer's embedding buffer back to the pool the codec decoded
+// it into; resp must not be used afterwards.
+func ReleaseEmbeddings(resp *pspb.LookupResponse) {
+	if b := resp.GetEmbeddings(); cap(b) > 0 {
+		floatPool.Put(&b)
+	}
+	resp.Embeddings = nil
+}
+
+// bufferPool hands out byte buffers of power-of-two capacities, suitably aligned for float32 and
+// int64 views.
+type bufferPool struct {
+	classes [64]sync.Pool
+}
+
+// floatPool holds the buffers of lookup answers (the server's, until sent; the client's, until
+// scattered).
+var floatPool = &bufferPool{}
+
+// minPooled is the smallest buffer worth pooling.
+const minPooled = 4 << 10
+
+// Get returns a buffer of length n (not zeroed).
+func (p *bufferPool) Get(n int) *[]byte {
+	if n < minPooled {
+		b := make([]byte, n)
+		return &b
+	}
+	c := bits.Len(uint(n - 1))
+	if v := p.classes[c].Get(); v != nil {
+		b := v.(*[]byte)
+		*b = (*b)[:n]
+		return b
+	}
+	// Allocated as int64s, so that the bytes are 8-aligned.
+	words := make([]int64, (1<<c)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 1<<c)[:n]
+	return &b
+}
+
+// Put returns a buffer; one not of a pooled size or alignment is dropped.
+func (p *bufferPool) Put(b *[]byte) {
+	c := cap(*b)
+	if c < minPooled || c&(c-1) != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(*b)))%8 != 0 {
+		return
+	}
+	p.classes[bits.Len(uint(c-1))].Put(b)
+}
+
+// responseBuffers remembers which embedding answers the server wrote into pooled buffers, so
+// that the codec can hand them back after sending (an answer sent through another codec is
+// forgotten when the entry is taken, or stays until the server's next answers take its place).
+var responseBuffers = &owned{m: map[unsafe.Pointer]*[]byte{}}
+
+type owned struct {
+	mu sync.Mutex
+	m  map[unsafe.Pointer]*[]byte
+}
+
+// put records that b's memory is the pooled buffer p.
+func (o *owned) put(p *[]byte) {
+	o.mu.Lock()
+	if len(o.m) >= maxOwned {
+		// Answers not sent through this codec: forget them (they are garbage collected).
+		clear(o.m)
+	}
+	o.m[unsafe.Pointer(unsafe.SliceData(*p))] = p
+	o.mu.Unlock()
+}
+
+// take returns the pooled buffer whose memory b is, forgetting it.
+func (o *owned) take(b []byte) (*[]byte, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := unsafe.Pointer(unsafe.SliceData(b))
+	p, ok := o.m[k]
+	if ok {
+		delete(o.m, k)
+	}
+	return p, ok
+}
+
+// maxOwned bounds the answers remembered at once.
+const maxOwned = 1024
