@@ -49,7 +49,7 @@ func streamBatches(t testing.TB, g *synth.Generator, n uint64, count, size int) 
 	return bs
 }
 
-// Trained by the estimator in-process (an in-memory embedding store) on the latent-factor click
+// Trained by the estimator in-process (pkg/embedding tables with Adagrad through a TableStore) on the latent-factor click
 // log, three passes over 100000 examples, the model's eval AUC comes within 0.02 of the AUC of the
 // generator's true probabilities on the same eval set, while a logistic regression (per-id
 // weights, no embeddings) trained on the same passes stays far below: the task needs the
@@ -92,9 +92,9 @@ func TestLearnsLatentFactorClickLog(t *testing.T) {
 		}
 		return res
 	}
-	store := newMemStore(1)
-	m, err := New(Config{Features: slotFeatures(g, 8), DenseDim: g.Schema().DenseDim(), LearningRate: 0.01,
-		EmbeddingLearningRates: []float32{0.2}, Seed: 1}, store)
+	features := slotFeatures(g, 8)
+	m, err := New(Config{Features: features, DenseDim: g.Schema().DenseDim(), LearningRate: 0.01,
+		EmbeddingLearningRates: []float32{0.2}, Seed: 1}, newTableStore(t, features))
 	if err != nil {
 		t.Fatal(err)
 	}
