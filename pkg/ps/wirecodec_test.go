@@ -1,0 +1,143 @@
+package ps
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
+)
+
+// TestWireCodecMarshal: the hand-encoded messages are the bytes proto.Marshal writes, and the
+// proto codec's messages go through unchanged.
+func TestWireCodecMarshal(t *testing.T) {
+	floats := make([]float32, 3000)
+	for i := range floats {
+		floats[i] = float32(i) - 0.5
+	}
+	ids := []int64{-1, 0, 1 << 62, 12345}
+	tests := []struct {
+		name string
+		msg  proto.Message
+	}{
+		{name: "lookup request", msg: &pspb.LookupRequest{Table: "emb", Dim: 16, Ids: int64Bytes(ids)}},
+		{name: "empty lookup request", msg: &pspb.LookupRequest{}},
+		{name: "negative dim", msg: &pspb.LookupRequest{Table: "t", Dim: -3}},
+		{name: "apply request", msg: &pspb.ApplyGradientsRequest{Table: "emb", Dim: 2, Ids: int64Bytes(ids[:2]), Grads: float32Bytes(floats[:4]),
+			GlobalStep: 7, LearningRates: []float32{0.5, 0.25}, UpdateTimeSec: 1 << 40}},
+		{name: "apply request, negative step", msg: &pspb.ApplyGradientsRequest{Table: "emb", Dim: 1, GlobalStep: -1}},
+		{name: "lookup response", msg: &pspb.LookupResponse{Embeddings: float32Bytes(floats), Found: 3}},
+		{name: "lookup response, none found", msg: &pspb.LookupResponse{Embeddings: float32Bytes(floats[:4])}},
+		{name: "empty lookup response", msg: &pspb.LookupResponse{}},
+		{name: "other message", msg: &pspb.HealthResponse{Index: 3, Tables: []string{"a"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := codec.Marshal(tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wire := got.Materialize()
+			got.Free()
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(wire, want) {
+				t.Fatalf("codec wrote\n%x\nproto writes\n%x", wire, want)
+			}
+		})
+	}
+}
+
+// TestWireCodecUnmarshal decodes lookup answers however the transport splits them, and skips
+// fields it does not know, as proto does.
+func TestWireCodecUnmarshal(t *testing.T) {
+	emb := make([]float32, 1000)
+	for i := range emb {
+		emb[i] = float32(i) * 0.25
+	}
+	full, _ := proto.Marshal(&pspb.LookupResponse{Embeddings: float32Bytes(emb), Found: 9})
+	// Unknown fields of every wire type, before the known ones.
+	var unknown []byte
+	unknown = protowire.AppendTag(unknown, 20, protowire.VarintType)
+	unknown = protowire.AppendVarint(unknown, 300)
+	unknown = protowire.AppendTag(unknown, 21, protowire.Fixed32Type)
+	unknown = protowire.AppendFixed32(unknown, 1)
+	unknown = protowire.AppendTag(unknown, 22, protowire.Fixed64Type)
+	unknown = protowire.AppendFixed64(unknown, 1)
+	unknown = protowire.AppendTag(unknown, 23, protowire.BytesType)
+	unknown = protowire.AppendBytes(unknown, []byte("skip me"))
+	withUnknown := append(append([]byte(nil), unknown...), full...)
+	tests := []struct {
+		name  string
+		wire  []byte
+		split int // bytes per transport buffer (0: one buffer)
+		want  string
+	}{
+		{name: "one buffer", wire: full},
+		{name: "many buffers", wire: full, split: 7},
+		{name: "unknown fields", wire: withUnknown, split: 5},
+		{name: "truncated", wire: full[:len(full)-10], want: "truncated"},
+		{name: "bad varint", wire: []byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, want: "overflows"},
+		{name: "field zero", wire: []byte{0x00, 0x01}, want: "invalid field number"},
+		{name: "group", wire: []byte{0x1b}, want: "unsupported wire type"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var bufs mem.BufferSlice
+			for rest := tc.wire; len(rest) > 0; {
+				n := len(rest)
+				if tc.split > 0 {
+					n = min(n, tc.split)
+				}
+				bufs = append(bufs, mem.SliceBuffer(rest[:n]))
+				rest = rest[n:]
+			}
+			var got pspb.LookupResponse
+			err := codec.Unmarshal(bufs, &got)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Unmarshal = %v, want an error with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.GetFound() != 9 || !bytes.Equal(got.GetEmbeddings(), float32Bytes(emb)) {
+				t.Fatalf("decoded found %d and %d bytes, want 9 and the embeddings", got.GetFound(), len(got.GetEmbeddings()))
+			}
+			ReleaseEmbeddings(&got)
+		})
+	}
+}
+
+func TestBufferPool(t *testing.T) {
+	p := &bufferPool{}
+	for _, n := range []int{0, 10, minPooled, minPooled + 1, 1 << 20} {
+		b := p.Get(n)
+		if len(*b) != n {
+			t.Fatalf("Get(%d) has length %d", n, len(*b))
+		}
+		if n > 0 {
+			if _, err := decodeFloat32s("pooled", *b); err != nil && n%4 == 0 {
+				t.Fatal(err)
+			}
+		}
+		p.Put(b)
+	}
+	// A buffer comes back with the length asked for, from its size class.
+	b := p.Get(5000)
+	p.Put(b)
+	if c := p.Get(6000); cap(*c) != 8192 || len(*c) != 6000 {
+		t.Fatalf("Get(6000): len %d cap %d", len(*c), cap(*c))
+	}
+	// Buffers of other sizes are not pooled.
+	odd := make([]byte, 5000)
+	p.Put(&odd)
+}
