@@ -3,8 +3,9 @@
 // the results once, places the barrier so that workers stop, and waits for the loop to stop.
 //
 // The reference builds MonolithMachineInfo / MonolithCheckMachineHealth ops on each PS device and
-// runs them through the session; here each PS is asked through a Probe, and LocalProbe is the
-// in-process equivalent of those ops (a MachineInfoStore and the process's resident memory).
+// runs them through the session; here each PS is asked through a Probe: RemoteProbe asks real
+// parameter servers (pkg/ps) through their Health RPC, LocalProbe is the in-process equivalent of
+// those ops (a MachineInfoStore and the process's resident memory).
 package pscheck
 
 import (
