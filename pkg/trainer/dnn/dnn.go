@@ -16,16 +16,17 @@
 //     mean log loss;
 //  5. layout backward: the op's gradient turns the pooled embeddings' gradients into one gradient
 //     per distinct id (a repeated id's contributions summed);
-//  6. apply: one EmbeddingStore.Apply per table, in parallel; then the dense parameters take an
-//     Adam or Adagrad step on the worker.
+//  6. apply: one EmbeddingStore.Apply per table, in parallel; then the dense gradients go
+//     through Config.SyncGradients, if set, and the dense parameters take an Adam or Adagrad
+//     step on the worker.
 //
 // Checkpoints: Tensors and Assign cover the dense part only (the MLP, its optimizer slots and the
 // step count passed to Apply). The embedding tables live in the store and are saved by it (the
 // parameter servers dump them as EntryDump shards), as the reference saves the hash tables apart
 // from the dense variables.
 //
-// With several workers each one keeps its own dense parameters: synchronising them (through the
-// parameter servers or an allreduce) is the caller's choice, made outside this package.
+// With several workers each one keeps its own dense parameters; Config.SyncGradients is where the
+// caller keeps them in step (an allreduce of the dense gradients before every update).
 package dnn
 
 import (
@@ -78,17 +79,22 @@ const (
 	Dot  Interaction = "dot"
 )
 
-// Defaults of Config.
+// Defaults of Config (Adam's are TensorFlow's).
 const (
-	DefaultAdamLearningRate           = 0.001
-	DefaultAdagradLearningRate        = 0.05
-	DefaultBeta1                      = 0.9
-	DefaultBeta2                      = 0.999
-	DefaultEpsilon                    = 1e-8
-	DefaultInitialAccumulator         = 0.1
-	DefaultEmbeddingLearningRate      = 0.05
-	maxSlot                           = 1<<15 - 1
-	fidSlotShift                      = 48
+	DefaultAdamLearningRate      = 0.001
+	DefaultAdagradLearningRate   = 0.05
+	DefaultBeta1                 = 0.9
+	DefaultBeta2                 = 0.999
+	DefaultEpsilon               = 1e-8
+	DefaultInitialAccumulator    = 0.1
+	DefaultEmbeddingLearningRate = 0.05
+)
+
+const (
+	// fidSlotShift and maxSlot locate a v2 fid's slot: bits 48 to 62.
+	fidSlotShift = 48
+	maxSlot      = 1<<15 - 1
+	// The default hidden layers.
 	defaultHiddenFirst, defaultHidden = 64, 32
 )
 
@@ -121,6 +127,13 @@ type Config struct {
 	EmbeddingLearningRates []float32
 	// Seed draws the initial dense parameters.
 	Seed uint64
+	// SyncGradients, when set, is called in every training step with the dense parameters'
+	// gradients, after the embedding updates and before the dense update, which uses the values
+	// it leaves in them: synchronous data-parallel training overwrites them, in place, with their
+	// mean over the workers (an allreduce). grads[p] is parameter p's gradient, in the order of
+	// the parameters in Tensors (layer by layer, kernel then bias), row-major. An error fails the
+	// step before the dense update.
+	SyncGradients func(ctx context.Context, step int64, grads [][]float64) error
 	// LayoutThreads is how many threads the layout kernel uses (default 1: a batch's pooling
 	// is cheap next to the rest of a step).
 	LayoutThreads int
@@ -427,6 +440,15 @@ func (m *Model) Step(ctx context.Context, b *batch.Batch) (float64, error) {
 	now = time.Now()
 	t.apply += now.Sub(start)
 	start = now
+	if m.cfg.SyncGradients != nil {
+		grads := make([][]float64, len(m.params))
+		for i, p := range m.params {
+			grads[i] = p.grad
+		}
+		if err := m.cfg.SyncGradients(ctx, m.step+1, grads); err != nil {
+			return 0, fmt.Errorf("dnn: step %d: syncing the dense gradients: %w", m.step+1, err)
+		}
+	}
 	m.opt.apply(m.params)
 	m.step++
 	t.dense += time.Since(start)

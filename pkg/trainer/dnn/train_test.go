@@ -2,11 +2,14 @@ package dnn
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/dataset"
@@ -472,5 +475,111 @@ func TestStepErrors(t *testing.T) {
 				t.Error("a failed step changed the dense parameters or the step count")
 			}
 		})
+	}
+}
+
+// meanOfTwo is an in-test allreduce of two workers: each worker's call waits for the other's,
+// and both leave with the mean of their gradients.
+type meanOfTwo struct {
+	mu      sync.Mutex
+	waiting [][]float64 // the first arrival's gradients, flattened
+	done    chan []float64
+}
+
+func (a *meanOfTwo) sync(ctx context.Context, _ int64, grads [][]float64) error {
+	flat := slices.Concat(grads...)
+	a.mu.Lock()
+	if a.waiting == nil {
+		a.waiting, a.done = [][]float64{flat}, make(chan []float64, 1)
+		done := a.done
+		a.mu.Unlock()
+		select {
+		case mean := <-done:
+			unflatten(grads, mean)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	mean := make([]float64, len(flat))
+	for i := range flat {
+		mean[i] = (a.waiting[0][i] + flat[i]) / 2
+	}
+	a.done <- mean
+	a.waiting = nil
+	a.mu.Unlock()
+	unflatten(grads, mean)
+	return nil
+}
+
+func unflatten(grads [][]float64, flat []float64) {
+	for _, g := range grads {
+		flat = flat[copy(g, flat):]
+	}
+}
+
+// Two workers with the same initial dense parameters, training on different batches over one
+// store, keep identical dense parameters when SyncGradients averages their gradients, and drift
+// apart without it. A failing sync fails the step before the dense update.
+func TestSyncGradients(t *testing.T) {
+	leakcheck.Check(t)
+	g, err := synth.New(latentLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := [2][]*batch.Batch{streamBatches(t, g, 1, 10, 32), streamBatches(t, g, 2, 10, 32)}
+	train := func(syncGrads func(context.Context, int64, [][]float64) error) [2]*Model {
+		store := newMemStore(1)
+		var ms [2]*Model
+		for w := range ms {
+			m, err := New(Config{Features: slotFeatures(g, 4), DenseDim: 4, Seed: 1, LearningRate: 0.01, SyncGradients: syncGrads}, store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms[w] = m
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for w, m := range ms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, b := range bs[w] {
+					if _, err := m.Step(ctx, b); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	synced := train((&meanOfTwo{}).sync)
+	if !sameTensors(synced[0].Tensors(), synced[1].Tensors()) {
+		t.Error("workers with averaged gradients have different dense parameters")
+	}
+	apart := train(nil)
+	if sameTensors(apart[0].Tensors(), apart[1].Tensors()) {
+		t.Error("workers without a sync have the same dense parameters: the check above shows nothing")
+	}
+
+	m, err := New(Config{Features: slotFeatures(g, 4), DenseDim: 4, SyncGradients: func(context.Context, int64, [][]float64) error {
+		return errors.New("allreduce peer gone")
+	}}, newMemStore(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.Tensors()
+	if _, err := m.Step(context.Background(), bs[0][0]); err == nil || !strings.Contains(err.Error(), "allreduce peer gone") {
+		t.Fatalf("Step with a failing sync: %v", err)
+	}
+	if !sameTensors(m.Tensors(), before) {
+		t.Error("a failed sync changed the dense parameters")
 	}
 }
