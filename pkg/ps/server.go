@@ -449,12 +449,17 @@ func Start(lis net.Listener, cfg Config, extra ...grpc.ServerOption) (*Running, 
 	if err != nil {
 		return nil, err
 	}
+	return s.Serve(lis, extra...), nil
+}
+
+// Serve serves s on lis (extra gRPC options added) until Stop, which also closes s.
+func (s *Server) Serve(lis net.Listener, extra ...grpc.ServerOption) *Running {
 	r := &Running{Server: s, GRPC: s.NewGRPCServer(extra...), addr: lis.Addr().String(), done: make(chan struct{})}
 	go func() {
 		r.serveErr = r.GRPC.Serve(lis)
 		close(r.done)
 	}()
-	return r, nil
+	return r
 }
 
 // Addr is the address the server listens on.

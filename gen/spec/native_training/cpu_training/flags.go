@@ -25,3 +25,18 @@ type TrainFlags struct {
 	DiscoveryTimeout time.Duration `name:"discovery_timeout" help:"How long to wait for this worker's registration to show in the service discovery's answers. (default: ${default})" default:"1m"`
 	LogLevel         string        `name:"log_level" help:"Least level of the log on stderr (progress is logged at info). (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
+
+// PSFlags: cmd/ps's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags: --index, --num_ps, the discovery): the parameter server's listener, tables, limits and status endpoint
+type PSFlags struct {
+	Port             int           `name:"port" help:"Port of the parameter server's gRPC service (0: a free one, printed; with a discovery that fixes this process's address, as primus and mlp do, its port). (default: ${default})" default:"0"`
+	Host             string        `name:"host" help:"Host to listen on and to register with the service discovery. Empty: listen on every interface and register the machine's address (net_utils.get_local_ip). (default: ${default})" default:"127.0.0.1"`
+	TableConfig      string        `name:"table_config" help:"File of the tables to create at start: a monolith.ps.PSConfig in protobuf text format (tables { name: ... config { entry_config { segments { ... } } } }). Empty: none; workers create theirs with CreateTables." default:""`
+	MaxIdsPerRequest int           `name:"max_ids_per_request" help:"Most ids one Lookup or ApplyGradients may carry (more is RESOURCE_EXHAUSTED naming this limit). (default: ${default})" default:"1048576"`
+	MaxMessageBytes  int           `name:"max_message_bytes" help:"Most bytes of one request or answer. (default: ${default})" default:"268435456"`
+	MemLimit         int           `name:"mem_limit" help:"Resident memory in bytes at which Health reports the machine out of memory (ps_check_hooks). 0: 1 << 62 (monolith_default_machine_info_mem_limit). (default: ${default})" default:"0"`
+	EvictEvery       time.Duration `name:"evict_every" help:"Eviction period of the tables that evict (enable_feature_eviction), instead of their feature_evict_every_n_hours (0: theirs). (default: ${default})" default:"0s"`
+	StatusAddr       string        `name:"status_addr" help:"Listen address of the status endpoint: /metrics (Prometheus), /healthz, /debug/pprof/. Empty: none. (default: ${default})" default:"127.0.0.1:0"`
+	DiscoveryTimeout time.Duration `name:"discovery_timeout" help:"How long to wait for this server's registration to show in the service discovery's answers. (default: ${default})" default:"1m"`
+	GracePeriod      time.Duration `name:"grace_period" help:"At a stop (SIGTERM, SIGINT), how long the calls in flight may finish before they are cancelled. (default: ${default})" default:"10s"`
+	LogLevel         string        `name:"log_level" help:"Least level of the log on stderr. (default: ${default})" default:"info" enum:"debug,info,warn,error"`
+}

@@ -1,0 +1,106 @@
+// Command ps runs a parameter server of the training side (pkg/ps): the ParameterServer gRPC
+// service holding embedding tables, index --index of --num_ps, until SIGTERM or SIGINT.
+//
+// It takes RunnerConfig's flags (runner_utils, as cmd/train does, so that a job's processes share
+// one command line) and its own (cpu_training.yaml PSFlags). Tables come from --table_config (a
+// monolith.ps.PSConfig in protobuf text format) and from the workers' CreateTables calls. It
+// listens on --host:--port (port 0: a free one) and prints the address; with --discovery_type
+// given it registers itself as ps.<index> with that service discovery (zk, primus, mlp, consul:
+// runner_utils' get_discovery), waits until the discovery answers with it, and deregisters when it
+// stops. The status endpoint (--status_addr) serves /metrics, /healthz and /debug/pprof/.
+//
+// Exit status: 0 after a stop by SIGTERM or SIGINT (the calls in flight get --grace_period to
+// finish), 2 for a bad command line or table config, 1 for a failure at run time (the port taken,
+// the discovery unreachable).
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/pkg/runconfig"
+	"github.com/monolith-go/monolith/pkg/trainenv"
+)
+
+const name = "ps"
+
+const description = "Run a parameter server: embedding tables served over gRPC (Lookup, ApplyGradients, Save, Restore, " +
+	"Stats, Barrier, Health), registered with the job's service discovery, until SIGTERM."
+
+// cmdFlags is the command line: the RunnerConfig's flags and the command's own, both from specs.
+type cmdFlags struct {
+	cli.Common
+	runconfig.RunnerFlags
+	cputrainingspec.PSFlags
+}
+
+// deps is what run takes from its process; tests replace it.
+type deps struct {
+	// env is the environment the service discovery reads (nil: the process's).
+	env trainenv.Env
+	// ready, when set, is told the server's address once it serves (and is registered).
+	ready func(addr string)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, deps{})
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command until ctx ends and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) int {
+	var c cmdFlags
+	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return cli.Exit(name, cli.Usage(err), stderr)
+	}
+	log := c.Logger(stderr, level)
+	slog.SetDefault(log)
+	if d.env == nil {
+		d.env = trainenv.FromOS()
+	}
+	err := serve(ctx, c, func(flag string) bool { return flagGiven(args, flag) }, stdout, log, d)
+	return cli.Exit(name, oneLine(err), stderr)
+}
+
+// flagGiven reports whether args name --flag (as --flag=value or --flag value) before a "--".
+func flagGiven(args []string, flag string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--"+flag || strings.HasPrefix(a, "--"+flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// lineError is an error printed on one line.
+type lineError struct{ error }
+
+func (e lineError) Error() string { return strings.ReplaceAll(e.error.Error(), "\n", "; ") }
+func (e lineError) Unwrap() error { return e.error }
+
+func oneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return lineError{err}
+}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/prototext"
+
+	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
+	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	"github.com/monolith-go/monolith/internal/cli"
+	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
+	"github.com/monolith-go/monolith/pkg/discovery"
+	"github.com/monolith-go/monolith/pkg/ps"
+	"github.com/monolith-go/monolith/pkg/runconfig"
+	"github.com/monolith-go/monolith/pkg/trainenv"
+)
+
+// serverType is the name a parameter server registers under (the reference's "ps").
+const serverType = "ps"
+
+// Bounds of the shutdown's network calls, which run after ctx is cancelled.
+const (
+	deregisterTimeout = 10 * time.Second
+	statusStopTimeout = 5 * time.Second
+)
+
+// queryPoll is how often the registration's visibility is checked.
+const queryPoll = 50 * time.Millisecond
+
+// serve runs the command: config, tables, discovery, then serving until ctx ends.
+func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.Writer, log *slog.Logger, d deps) error {
+	f := c.PSFlags
+	if err := checkFlags(f); err != nil {
+		return cli.Usage(err)
+	}
+	rc, err := runConfig(&c.RunnerFlags, given, d)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	tables, err := readTables(f.TableConfig)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	dopts, err := discoveryOptions(rc, d, log)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	return discovery.WithDiscovery(ctx, dopts, func(ctx context.Context, disc discovery.ServiceDiscovery, task *discovery.Task) error {
+		index, err := roleOf(disc, task, rc.Index, dopts.Type)
+		if err != nil {
+			return err
+		}
+		numPS := max(rc.NumPS, 1)
+		if index >= numPS {
+			return cli.Usage(fmt.Errorf("--index %d: this job has %d parameter servers (--num_ps)", index, numPS))
+		}
+		metrics := ps.NewMetrics()
+		srv, err := ps.NewServer(ps.Config{
+			Index: index, NumPS: numPS, Tables: tables,
+			MaxIDsPerRequest: f.MaxIdsPerRequest, MaxMessageBytes: f.MaxMessageBytes, MemLimit: int64(f.MemLimit),
+			EvictEvery: f.EvictEvery, Metrics: metrics, Logger: log,
+		})
+		if err != nil {
+			return cli.Usage(fmt.Errorf("--table_config %s: %w", f.TableConfig, err))
+		}
+		fixed, err := fixedAddr(disc)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		listen, err := listenAddr(f, given, fixed)
+		if err != nil {
+			srv.Close()
+			return cli.Usage(err)
+		}
+		lis, err := net.Listen("tcp", listen)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("listen on %s: %w", listen, err)
+		}
+		running := srv.Serve(lis)
+		defer stopServer(running, f.GracePeriod, log)
+		addr := fixed
+		if addr == "" {
+			if addr, err = advertised(ctx, f.Host, running.Addr(), d.env); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "ps %d of %d serving on %s (tables: %s)\n", index, numPS, addr, tableNames(tables))
+		log.Info("parameter server serving", "index", index, "num_ps", numPS, "addr", addr, "listen", running.Addr(), "tables", len(tables))
+		if f.StatusAddr != "" {
+			st, err := agentstatus.Listen(f.StatusAddr, ps.StatusHandler(metrics), log)
+			if err != nil {
+				return err
+			}
+			st.Start()
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusStopTimeout)
+				defer cancel()
+				st.Stop(sctx)
+			}()
+			fmt.Fprintf(stdout, "status %s (/metrics, /healthz, /debug/pprof/)\n", st.URL())
+		}
+		if disc != nil {
+			if err := register(ctx, disc, index, numPS, addr, f.DiscoveryTimeout, stdout, log); err != nil {
+				return err
+			}
+			defer deregister(ctx, disc, index, addr, log)
+		}
+		if d.ready != nil {
+			d.ready(addr)
+		}
+		<-ctx.Done()
+		log.Info("parameter server stopping", "index", index, "cause", context.Cause(ctx))
+		return nil
+	})
+}
+
+// stopServer stops serving, letting the calls in flight finish for the grace period.
+func stopServer(r *ps.Running, grace time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := r.Stop(ctx); err != nil {
+		log.Warn("parameter server stopped with an error", "err", err)
+		return
+	}
+	log.Info("parameter server stopped")
+}
+
+// checkFlags checks the command's own flags.
+func checkFlags(f cputrainingspec.PSFlags) error {
+	switch {
+	case f.Port < 0 || f.Port > 65535:
+		return fmt.Errorf("--port %d: want 0..65535", f.Port)
+	case f.MaxIdsPerRequest <= 0:
+		return fmt.Errorf("--max_ids_per_request %d is not positive", f.MaxIdsPerRequest)
+	case f.MaxMessageBytes <= 0:
+		return fmt.Errorf("--max_message_bytes %d is not positive", f.MaxMessageBytes)
+	case f.MemLimit < 0:
+		return fmt.Errorf("--mem_limit %d is negative", f.MemLimit)
+	case f.EvictEvery < 0:
+		return fmt.Errorf("--evict_every %v is negative", f.EvictEvery)
+	case f.DiscoveryTimeout <= 0:
+		return fmt.Errorf("--discovery_timeout %v is not positive", f.DiscoveryTimeout)
+	case f.GracePeriod < 0:
+		return fmt.Errorf("--grace_period %v is negative", f.GracePeriod)
+	}
+	return nil
+}
+
+// runConfig builds the RunnerConfig from the flags (runconfig's merge rule) over the command's
+// own values: server type ps, and a local run unless --discovery_type was given.
+func runConfig(flags *runconfig.RunnerFlags, given func(string) bool, d deps) (*runconfig.RunnerConfig, error) {
+	values := map[string]any{"server_type": serverType}
+	if !given("discovery_type") {
+		values["is_local"] = true
+	}
+	if given("server_type") && flags.ServerType != serverType {
+		return nil, fmt.Errorf("--server_type %s: cmd/ps runs a parameter server (ps)", flags.ServerType)
+	}
+	rc, err := runconfig.New(runconfig.Sources{Values: values, Flags: runconfig.FlagValues(flags), Env: d.env.Lookup})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rc.NumPS < 0:
+		return nil, fmt.Errorf("--num_ps %d is negative", rc.NumPS)
+	case rc.Index < 0:
+		return nil, fmt.Errorf("--index %d is negative", rc.Index)
+	}
+	return rc, nil
+}
+
+// readTables reads the PSConfig of --table_config (none when empty).
+func readTables(file string) ([]*pspb.TableConfig, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--table_config: %w", err)
+	}
+	var cfg pspb.PSConfig
+	if err := prototext.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("--table_config %s: %w", file, err)
+	}
+	for _, t := range cfg.GetTables() {
+		if err := ps.CheckTableConfig(t); err != nil {
+			return nil, fmt.Errorf("--table_config %s: %w", file, err)
+		}
+	}
+	return cfg.GetTables(), nil
+}
+
+func tableNames(tables []*pspb.TableConfig) string {
+	if len(tables) == 0 {
+		return "none yet"
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.GetName()
+	}
+	return strings.Join(names, ", ")
+}
+
+// discoveryOptions are the discovery the config asks for (none for a local run), checked for what
+// each type needs before anything connects.
+func discoveryOptions(rc *runconfig.RunnerConfig, d deps, log *slog.Logger) (discovery.Options, error) {
+	o := discovery.Options{IsLocal: rc.IsLocal, UUID: rc.Uuid, Env: d.env, Logger: log}
+	which, err := rc.Discovery()
+	if err != nil {
+		return o, fmt.Errorf("--discovery_type %s: %w (give --tf_config)", rc.DiscoveryType, err)
+	}
+	if which == "" {
+		which = rc.DiscoveryType
+	}
+	if o.Type, err = discovery.ParseType(which); err != nil {
+		return o, err
+	}
+	if o.IsLocal {
+		return o, nil
+	}
+	o.TFConfig = deref(rc.TfConfig)
+	o.JobName = deref(rc.DeepInsightName)
+	o.ZKServer = deref(rc.ZKServer)
+	if o.Type == discovery.ZK && (o.ZKServer == "" || o.JobName == "") {
+		return o, errors.New("--discovery_type zk needs --zk_server and --deep_insight_name (the job's directory /monolith/<deep_insight_name>)")
+	}
+	return o, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// roleOwner is a discovery whose platform fixes this process's role (Primus, MLP).
+type roleOwner interface {
+	ServerType() (string, error)
+	Index() (int, error)
+}
+
+// addrOwner is a discovery whose platform fixes this process's address (Primus, MLP).
+type addrOwner interface {
+	Addr() (string, error)
+}
+
+// roleOf is this server's index: the one a discovery that fixes roles gives (which must make it a
+// ps), else --index.
+func roleOf(disc discovery.ServiceDiscovery, task *discovery.Task, index int, t discovery.Type) (int, error) {
+	typ, idx, fixed := "", 0, false
+	if task != nil {
+		typ, idx, fixed = task.ServerType, task.Index, true
+	} else if o, ok := disc.(roleOwner); ok {
+		var err error
+		if typ, err = o.ServerType(); err != nil {
+			return 0, fmt.Errorf("%v discovery: %w", t, err)
+		}
+		if idx, err = o.Index(); err != nil {
+			return 0, fmt.Errorf("%v discovery: %w", t, err)
+		}
+		fixed = true
+	}
+	if !fixed {
+		return index, nil
+	}
+	if typ != serverType {
+		return 0, cli.Usage(fmt.Errorf("%v discovery makes this process %s %d, not a parameter server", t, typ, idx))
+	}
+	return idx, nil
+}
+
+// fixedAddr is the address the discovery fixes for this process ("" when it fixes none).
+func fixedAddr(disc discovery.ServiceDiscovery) (string, error) {
+	o, ok := disc.(addrOwner)
+	if !ok {
+		return "", nil
+	}
+	addr, err := o.Addr()
+	if err != nil {
+		return "", fmt.Errorf("discovery: this process's address: %w", err)
+	}
+	return addr, nil
+}
+
+// listenAddr is where to listen: --host:--port, with the port (and every interface) of the
+// address the discovery fixes unless the flags are given.
+func listenAddr(f cputrainingspec.PSFlags, given func(string) bool, fixed string) (string, error) {
+	host, port := f.Host, strconv.Itoa(f.Port)
+	if fixed != "" {
+		_, fp, err := net.SplitHostPort(fixed)
+		if err != nil {
+			return "", fmt.Errorf("the discovery's address %q: %w", fixed, err)
+		}
+		if !given("port") {
+			port = fp
+		}
+		if !given("host") {
+			host = ""
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// advertised is the address to register: --host (the machine's address when empty) and the port
+// listened on.
+func advertised(ctx context.Context, host, listening string, env trainenv.Env) (string, error) {
+	_, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", err
+	}
+	if host == "" {
+		if host, err = trainenv.LocalHost(ctx, env, nil); err != nil {
+			return "", fmt.Errorf("this machine's address: %w", err)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// register registers this server and waits until the discovery's answers show it.
+func register(ctx context.Context, disc discovery.ServiceDiscovery, index, numPS int, addr string, timeout time.Duration, stdout io.Writer, log *slog.Logger) error {
+	if err := disc.Register(ctx, serverType, index, addr); err != nil {
+		return fmt.Errorf("discovery: register %s.%d at %s: %w", serverType, index, addr, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		got, err := disc.Query(wctx, serverType)
+		if err != nil {
+			return fmt.Errorf("discovery: query %s: %w", serverType, err)
+		}
+		if got[index] == addr {
+			log.Info("registered with the service discovery", "server_type", serverType, "index", index, "addr", addr, "cluster", got)
+			_, err := fmt.Fprintf(stdout, "registered %s.%d at %s (%d of %d parameter servers visible)\n", serverType, index, addr, len(got), numPS)
+			return err
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("discovery: %s.%d at %s not in the discovery's answers (%v) after %v", serverType, index, addr, got, timeout)
+		case <-time.After(queryPoll):
+		}
+	}
+}
+
+// deregister withdraws the registration, also after ctx ended; a failure is logged, since closing
+// the discovery removes what it registered anyway.
+func deregister(ctx context.Context, disc discovery.ServiceDiscovery, index int, addr string, log *slog.Logger) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deregisterTimeout)
+	defer cancel()
+	if err := disc.Deregister(dctx, serverType, index, addr); err != nil {
+		log.Warn("deregistration failed", "server_type", serverType, "index", index, "addr", addr, "err", err)
+		return
+	}
+	log.Info("deregistered from the service discovery", "server_type", serverType, "index", index)
+}
