@@ -99,33 +99,30 @@ func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFu
 // Lookup writes the embeddings of ids to out (len(ids)*dim floats) and returns how many ids have
 // an entry.
 func (c *Client) Lookup(ctx context.Context, table string, dim int, ids []int64, out []float32) (int, error) {
-	if len(out) != len(ids)*dim {
+	if dim <= 0 || len(out) != len(ids)*dim {
 		return 0, fmt.Errorf("ps %s: lookup in table %q: %d output floats for %d ids of dimension %d", c.addr, table, len(out), len(ids), dim)
 	}
-	ctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	resp, err := c.rpc.Lookup(ctx, &pspb.LookupRequest{Table: table, Dim: int32(dim), Ids: int64Bytes(ids)})
+	rows := make([]int32, len(ids))
+	for i := range rows {
+		rows[i] = int32(i)
+	}
+	n, err := c.lookupRows(ctx, table, dim, ids, rows, out)
 	if err != nil {
 		return 0, fmt.Errorf("ps %s: lookup in table %q: %w", c.addr, table, err)
 	}
-	defer ReleaseEmbeddings(resp)
-	if err := copyFloats(out, resp.GetEmbeddings()); err != nil {
-		return 0, fmt.Errorf("ps %s: lookup in table %q: %w", c.addr, table, err)
-	}
-	return int(resp.GetFound()), nil
+	return n, nil
 }
 
-// copyFloats copies wire-format floats into out, which must have room for exactly them.
-func copyFloats(out []float32, b []byte) error {
-	if len(b) != 4*len(out) {
-		return fmt.Errorf("answer of %d bytes, want %d", len(b), 4*len(out))
+// lookupRows looks ids up, writing the embedding of ids[u] to row rows[u] of out.
+func (c *Client) lookupRows(ctx context.Context, table string, dim int, ids []int64, rows []int32, out []float32) (int, error) {
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	reply := &rowsReply{out: out, rows: rows, dim: dim}
+	req := &pspb.LookupRequest{Table: table, Dim: int32(dim), Ids: int64Bytes(ids)}
+	if err := c.conn.Invoke(ctx, pspb.ParameterServer_Lookup_FullMethodName, req, reply); err != nil {
+		return 0, err
 	}
-	v, err := decodeFloat32s("embeddings", b)
-	if err != nil {
-		return err
-	}
-	copy(out, v)
-	return nil
+	return int(reply.found), nil
 }
 
 // Update is how gradients are applied: the global step, the learning rates (empty: the table's

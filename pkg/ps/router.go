@@ -94,8 +94,9 @@ type split struct {
 
 // shard is one server's share of a batch.
 type shard struct {
-	ids []int64 // distinct ids, in order of first appearance
-	idx []int32 // for each of the server's batch positions, its id's index in ids
+	ids  []int64 // distinct ids, in order of first appearance
+	rows []int32 // the batch position of each distinct id's first appearance
+	idx  []int32 // for each of the server's batch positions, its id's index in ids
 	// first reports, for each position, whether it is its id's first appearance.
 	first []bool
 	cells []int32
@@ -158,6 +159,7 @@ func (sp *split) positions(s int) []int32 { return sp.pos[sp.starts[s]:sp.starts
 // dedup fills sh with the distinct ids at positions of ids, with an open-addressing table.
 func (sh *shard) dedup(ids []int64, positions []int32, withFirst bool) {
 	sh.ids = sh.ids[:0]
+	sh.rows = sh.rows[:0]
 	sh.idx = grow(sh.idx, len(positions))
 	if withFirst {
 		sh.first = grow(sh.first, len(positions))
@@ -179,6 +181,7 @@ func (sh *shard) dedup(ids []int64, positions []int32, withFirst bool) {
 				sh.cells[h] = int32(len(sh.ids) + 1)
 				sh.idx[k] = int32(len(sh.ids))
 				sh.ids = append(sh.ids, id)
+				sh.rows = append(sh.rows, p)
 				if withFirst {
 					sh.first[k] = true
 				}
@@ -222,11 +225,77 @@ func (r *Router) Lookup(ctx context.Context, table string, dim int, ids []int64,
 		}
 		g.Go(func() error {
 			sh := &sp.shards[s]
-			sh.dedup(ids, positions, false)
+			sh.dedup(ids, positions, true)
 			var err error
-			found[s], err = r.lookupShard(gctx, s, table, dim, sh.ids, chunk, func(emb []float32) {
-				scatter(out, emb, positions, sh.idx, dim)
-			})
+			// The answers land in the rows of the ids' first appearances...
+			if found[s], err = r.lookupShard(gctx, s, table, dim, sh.ids, sh.rows, out, chunk); err != nil {
+				return err
+			}
+			// ... and the repeated ids copy theirs.
+			fillRepeats(out, dim, positions, sh)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, f := range found {
+		total += f
+	}
+	return total, nil
+}
+
+// fillRepeats copies, for each position of sh that repeats an id, the row of the id's first
+// appearance.
+func fillRepeats(out []float32, dim int, positions []int32, sh *shard) {
+	if len(sh.ids) == len(positions) {
+		return
+	}
+	switch dim {
+	// Rows of a common size are copied as arrays: moves the compiler inlines, where copy calls
+	// memmove for each row.
+	case 8:
+		fillRows[[8]float32](out, positions, sh)
+	case 16:
+		fillRows[[16]float32](out, positions, sh)
+	case 32:
+		fillRows[[32]float32](out, positions, sh)
+	case 64:
+		fillRows[[64]float32](out, positions, sh)
+	default:
+		for k, p := range positions {
+			if !sh.first[k] {
+				q := int(sh.rows[sh.idx[k]])
+				copy(out[int(p)*dim:int(p)*dim+dim], out[q*dim:q*dim+dim])
+			}
+		}
+	}
+}
+
+func fillRows[R [8]float32 | [16]float32 | [32]float32 | [64]float32](out []float32, positions []int32, sh *shard) {
+	var row R
+	rows := unsafe.Slice((*R)(unsafe.Pointer(unsafe.SliceData(out))), len(out)*4/int(unsafe.Sizeof(row)))
+	for k, p := range positions {
+		if !sh.first[k] {
+			rows[p] = rows[sh.rows[sh.idx[k]]]
+		}
+	}
+}
+
+// lookupShard looks ids up on server s, in calls of at most chunk ids, writing the embedding of
+// ids[u] to row rows[u] of out; it returns how many were found.
+func (r *Router) lookupShard(ctx context.Context, s int, table string, dim int, ids []int64, rows []int32, out []float32, chunk int) (int, error) {
+	if len(ids) <= chunk {
+		return r.lookupCall(ctx, s, table, dim, ids, rows, out)
+	}
+	found := make([]int, (len(ids)+chunk-1)/chunk)
+	g, gctx := errgroup.WithContext(ctx)
+	for c := range found {
+		lo, hi := c*chunk, min((c+1)*chunk, len(ids))
+		g.Go(func() error {
+			var err error
+			found[c], err = r.lookupCall(gctx, s, table, dim, ids[lo:hi], rows[lo:hi], out)
 			return err
 		})
 	}
@@ -240,99 +309,14 @@ func (r *Router) Lookup(ctx context.Context, table string, dim int, ids []int64,
 	return total, nil
 }
 
-// scatter copies row idx[k] of emb to row positions[k] of out, for every k.
-func scatter(out, emb []float32, positions, idx []int32, dim int) {
-	switch dim {
-	// Rows of a common size are copied as arrays: moves the compiler inlines, where copy
-	// calls memmove for each row.
-	case 8:
-		scatterRows[[8]float32](out, emb, positions, idx)
-	case 16:
-		scatterRows[[16]float32](out, emb, positions, idx)
-	case 32:
-		scatterRows[[32]float32](out, emb, positions, idx)
-	case 64:
-		scatterRows[[64]float32](out, emb, positions, idx)
-	default:
-		for k, p := range positions {
-			u := int(idx[k])
-			copy(out[int(p)*dim:int(p)*dim+dim], emb[u*dim:u*dim+dim])
-		}
-	}
-}
-
-func scatterRows[R [8]float32 | [16]float32 | [32]float32 | [64]float32](out, emb []float32, positions, idx []int32) {
-	var row R
-	size := int(unsafe.Sizeof(row))
-	dst := unsafe.Slice((*R)(unsafe.Pointer(unsafe.SliceData(out))), len(out)*4/size)
-	src := unsafe.Slice((*R)(unsafe.Pointer(unsafe.SliceData(emb))), len(emb)*4/size)
-	for k, p := range positions {
-		dst[p] = src[idx[k]]
-	}
-}
-
-// lookupShard looks ids up on server s, in calls of at most chunk ids, and hands scatter their
-// embeddings in the order of ids; it returns how many were found.
-func (r *Router) lookupShard(ctx context.Context, s int, table string, dim int, ids []int64, chunk int, scatter func(emb []float32)) (int, error) {
-	if len(ids) <= chunk {
-		// One call: its answer is used where it lies.
-		resp, v, err := r.lookupCall(ctx, s, table, dim, ids)
-		if resp != nil {
-			defer ReleaseEmbeddings(resp)
-		}
-		if err != nil {
-			return 0, err
-		}
-		scatter(v)
-		return int(resp.GetFound()), nil
-	}
-	emb := make([]float32, len(ids)*dim)
-	found := make([]int, (len(ids)+chunk-1)/chunk)
-	g, gctx := errgroup.WithContext(ctx)
-	for c := range found {
-		lo, hi := c*chunk, min((c+1)*chunk, len(ids))
-		g.Go(func() error {
-			resp, v, err := r.lookupCall(gctx, s, table, dim, ids[lo:hi])
-			if resp != nil {
-				defer ReleaseEmbeddings(resp)
-			}
-			if err != nil {
-				return err
-			}
-			copy(emb[lo*dim:], v)
-			found[c] = int(resp.GetFound())
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return 0, err
-	}
-	scatter(emb)
-	total := 0
-	for _, f := range found {
-		total += f
-	}
-	return total, nil
-}
-
-// lookupCall looks ids up on server s and returns its answer and the embeddings in it.
-func (r *Router) lookupCall(ctx context.Context, s int, table string, dim int, ids []int64) (*pspb.LookupResponse, []float32, error) {
+// lookupCall looks ids up on server s, writing the embedding of ids[u] to row rows[u] of out.
+func (r *Router) lookupCall(ctx context.Context, s int, table string, dim int, ids []int64, rows []int32, out []float32) (int, error) {
 	c := r.clients[s]
-	ctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	resp, err := c.rpc.Lookup(ctx, &pspb.LookupRequest{Table: table, Dim: int32(dim), Ids: int64Bytes(ids)})
+	n, err := c.lookupRows(ctx, table, dim, ids, rows, out)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ps %d (%s): lookup of %d ids in table %q: %w", s, c.addr, len(ids), table, err)
+		return 0, fmt.Errorf("ps %d (%s): lookup of %d ids in table %q: %w", s, c.addr, len(ids), table, err)
 	}
-	b := resp.GetEmbeddings()
-	if len(b) != 4*len(ids)*dim {
-		return resp, nil, fmt.Errorf("ps %d (%s): lookup of %d ids in table %q: answer of %d bytes, want %d", s, c.addr, len(ids), table, len(b), 4*len(ids)*dim)
-	}
-	v, err := decodeFloat32s("embeddings", b)
-	if err != nil {
-		return resp, nil, fmt.Errorf("ps %d (%s): lookup in table %q: %w", s, c.addr, table, err)
-	}
-	return resp, v, nil
+	return n, nil
 }
 
 // ApplyGradients applies grads (dim per id) to the entries of ids: the gradients of a repeated id

@@ -2,6 +2,7 @@ package ps
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -297,5 +298,49 @@ func TestKilledServer(t *testing.T) {
 	}
 	if _, err := r.Client(0).Health(ctx); err != nil {
 		t.Errorf("ps 0: %v", err)
+	}
+}
+
+// TestLookupDims: lookups through the router scatter rows of every size (the array-copy sizes
+// and others) to every position of a batch with repeated ids.
+func TestLookupDims(t *testing.T) {
+	leakcheck.Check(t)
+	var tables []*pspb.TableConfig
+	dims := []int{1, 3, 8, 16, 32, 64}
+	for _, d := range dims {
+		tables = append(tables, sgdTable(fmt.Sprintf("d%d", d), d, 1))
+	}
+	servers := startServers(t, 3, Config{Tables: tables})
+	r := newRouter(t, servers, RouterConfig{})
+	ctx := context.Background()
+	ids := []int64{5, -2, 5, 9, 12, -2, 5, 7, 9, 100}
+	for _, d := range dims {
+		t.Run(fmt.Sprintf("dim %d", d), func(t *testing.T) {
+			name := fmt.Sprintf("d%d", d)
+			// The gradient of id's k-th float is -(id + k/1000): SGD at rate 1 from zeros leaves it
+			// in the entry, once per distinct id.
+			distinct := []int64{5, -2, 9, 12, 7, 100}
+			grads := make([]float32, len(distinct)*d)
+			for i, id := range distinct {
+				for k := 0; k < d; k++ {
+					grads[i*d+k] = -(float32(id) + float32(k)/1000)
+				}
+			}
+			if err := r.ApplyGradients(ctx, name, d, distinct, grads, Update{GlobalStep: 1}); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, len(ids)*d)
+			found, err := r.Lookup(ctx, name, d, ids, out)
+			if err != nil || found != len(distinct) {
+				t.Fatalf("found %d, %v; want %d", found, err, len(distinct))
+			}
+			for i, id := range ids {
+				for k := 0; k < d; k++ {
+					if want := float32(id) + float32(k)/1000; out[i*d+k] != want {
+						t.Fatalf("position %d (id %d) float %d = %v, want %v", i, id, k, out[i*d+k], want)
+					}
+				}
+			}
+		})
 	}
 }

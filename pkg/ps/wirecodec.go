@@ -2,7 +2,6 @@ package ps
 
 import (
 	"fmt"
-	"io"
 	"math/bits"
 	"sync"
 	"unsafe"
@@ -17,9 +16,10 @@ import (
 
 // wireCodec is gRPC's proto codec with the bulk messages (lookup and apply requests, lookup
 // answers) encoded and decoded by hand, to the same protobuf bytes: their ids and floats are sent
-// from the caller's memory and received with one copy into a pooled buffer, where the proto codec
-// copies a payload twice on each side (into a marshal buffer; out of the transport's buffers,
-// then again into the message). Every other message goes through the proto codec. Its name is
+// from the caller's memory, and a lookup answer is received with one copy, into the caller's rows
+// (rowsReply), where the proto codec copies a payload twice on each side (into a marshal buffer;
+// out of the transport's buffers, then again into the message). Every other message goes through
+// the proto codec. Its name is
 // "proto", so the content type on the wire is unchanged and any protobuf peer understands it.
 type wireCodec struct{}
 
@@ -124,60 +124,140 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 }
 
 func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if m, ok := v.(*pspb.LookupResponse); ok {
-		return unmarshalLookupResponse(data, m)
+	if r, ok := v.(*rowsReply); ok {
+		return r.unmarshal(data)
 	}
 	return protoCodec.Unmarshal(data, v)
 }
 
-// unmarshalLookupResponse decodes a lookup answer, copying the embeddings once from the
-// transport's buffers into a pooled buffer (ReleaseEmbeddings gives it back).
-func unmarshalLookupResponse(data mem.BufferSlice, m *pspb.LookupResponse) error {
-	r := data.Reader()
-	defer r.Close()
-	m.Reset()
-	for r.Remaining() > 0 {
-		num, typ, err := readTag(r)
+// rowsReply receives a LookupResponse straight into the caller's memory: the embedding of the
+// request's id u goes to out[rows[u]*dim:(rows[u]+1)*dim], copied once from the transport's
+// buffers (the proto codec would copy them into one buffer, then into the message).
+type rowsReply struct {
+	out   []float32
+	rows  []int32
+	dim   int
+	found int64
+}
+
+func (r *rowsReply) unmarshal(data mem.BufferSlice) error {
+	c := cursor{bufs: data}
+	seen := false
+	for !c.done() {
+		num, typ, err := c.tag()
 		if err != nil {
 			return err
 		}
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			n, err := readVarint(r)
+			n, err := c.varint()
 			if err != nil {
 				return err
 			}
-			if n > uint64(r.Remaining()) {
-				return errTruncated
+			if want := uint64(len(r.rows) * r.dim * 4); n != want {
+				return fmt.Errorf("ps codec: lookup answer of %d bytes, want %d (%d ids of dimension %d)", n, want, len(r.rows), r.dim)
 			}
-			buf := floatPool.Get(int(n))
-			if _, err := io.ReadFull(r, *buf); err != nil {
+			if err := r.readRows(&c); err != nil {
 				return err
 			}
-			m.Embeddings = *buf
+			seen = true
 		case num == 2 && typ == protowire.VarintType:
-			v, err := readVarint(r)
+			v, err := c.varint()
 			if err != nil {
 				return err
 			}
-			m.Found = int64(v)
+			r.found = int64(v)
 		default:
-			if err := skipField(r, typ); err != nil {
+			if err := c.skip(typ); err != nil {
 				return err
 			}
 		}
+	}
+	if !seen && len(r.rows) > 0 {
+		return fmt.Errorf("ps codec: lookup answer without embeddings for %d ids", len(r.rows))
+	}
+	return nil
+}
+
+// readRows copies the embeddings into their rows.
+func (r *rowsReply) readRows(c *cursor) error {
+	dim := r.dim
+	if littleEndian {
+		for _, p := range r.rows {
+			row := r.out[int(p)*dim : int(p)*dim+dim]
+			if err := c.read(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(row))), 4*dim)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	buf := make([]byte, 4*dim)
+	for _, p := range r.rows {
+		if err := c.read(buf); err != nil {
+			return err
+		}
+		v, _ := decodeFloat32s("row", buf)
+		copy(r.out[int(p)*dim:int(p)*dim+dim], v)
 	}
 	return nil
 }
 
 var errTruncated = fmt.Errorf("ps codec: truncated message")
 
-func readVarint(r *mem.Reader) (uint64, error) {
+// cursor reads a message spread over the transport's buffers.
+type cursor struct {
+	bufs mem.BufferSlice
+	i    int // current buffer
+	off  int // offset in it
+}
+
+func (c *cursor) done() bool {
+	for c.i < len(c.bufs) && c.off >= c.bufs[c.i].Len() {
+		c.i, c.off = c.i+1, 0
+	}
+	return c.i >= len(c.bufs)
+}
+
+func (c *cursor) byte() (byte, error) {
+	if c.done() {
+		return 0, errTruncated
+	}
+	b := c.bufs[c.i].ReadOnlyData()[c.off]
+	c.off++
+	return b, nil
+}
+
+// read fills dst.
+func (c *cursor) read(dst []byte) error {
+	for len(dst) > 0 {
+		if c.done() {
+			return errTruncated
+		}
+		n := copy(dst, c.bufs[c.i].ReadOnlyData()[c.off:])
+		c.off += n
+		dst = dst[n:]
+	}
+	return nil
+}
+
+func (c *cursor) discard(n uint64) error {
+	for n > 0 {
+		if c.done() {
+			return errTruncated
+		}
+		k := min(n, uint64(c.bufs[c.i].Len()-c.off))
+		c.off += int(k)
+		n -= k
+	}
+	return nil
+}
+
+func (c *cursor) varint() (uint64, error) {
 	var v uint64
 	for shift := uint(0); shift < 64; shift += 7 {
-		b, err := r.ReadByte()
+		b, err := c.byte()
 		if err != nil {
-			return 0, errTruncated
+			return 0, err
 		}
 		v |= uint64(b&0x7f) << shift
 		if b < 0x80 {
@@ -187,8 +267,8 @@ func readVarint(r *mem.Reader) (uint64, error) {
 	return 0, fmt.Errorf("ps codec: varint overflows 64 bits")
 }
 
-func readTag(r *mem.Reader) (protowire.Number, protowire.Type, error) {
-	v, err := readVarint(r)
+func (c *cursor) tag() (protowire.Number, protowire.Type, error) {
+	v, err := c.varint()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -199,39 +279,24 @@ func readTag(r *mem.Reader) (protowire.Number, protowire.Type, error) {
 	return num, typ, nil
 }
 
-// skipField skips a field of an unknown number.
-func skipField(r *mem.Reader, typ protowire.Type) error {
-	var n uint64
+// skip skips a field of an unknown number.
+func (c *cursor) skip(typ protowire.Type) error {
 	switch typ {
 	case protowire.VarintType:
-		_, err := readVarint(r)
+		_, err := c.varint()
 		return err
 	case protowire.Fixed32Type:
-		n = 4
+		return c.discard(4)
 	case protowire.Fixed64Type:
-		n = 8
+		return c.discard(8)
 	case protowire.BytesType:
-		var err error
-		if n, err = readVarint(r); err != nil {
+		n, err := c.varint()
+		if err != nil {
 			return err
 		}
-	default:
-		return fmt.Errorf("ps codec: unsupported wire type %d", typ)
+		return c.discard(n)
 	}
-	if n > uint64(r.Remaining()) {
-		return errTruncated
-	}
-	_, err := r.Discard(int(n))
-	return err
-}
-
-// ReleaseEmbeddings gives a lookup answer's embedding buffer back to the pool the codec decoded
-// it into; resp must not be used afterwards.
-func ReleaseEmbeddings(resp *pspb.LookupResponse) {
-	if b := resp.GetEmbeddings(); cap(b) > 0 {
-		floatPool.Put(&b)
-	}
-	resp.Embeddings = nil
+	return fmt.Errorf("ps codec: unsupported wire type %d", typ)
 }
 
 // bufferPool hands out byte buffers of power-of-two capacities, suitably aligned for float32 and
@@ -240,8 +305,7 @@ type bufferPool struct {
 	classes [64]sync.Pool
 }
 
-// floatPool holds the buffers of lookup answers (the server's, until sent; the client's, until
-// scattered).
+// floatPool holds the buffers of the server's lookup answers, until sent.
 var floatPool = &bufferPool{}
 
 // minPooled is the smallest buffer worth pooling.

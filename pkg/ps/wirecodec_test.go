@@ -54,12 +54,18 @@ func TestWireCodecMarshal(t *testing.T) {
 	}
 }
 
-// TestWireCodecUnmarshal decodes lookup answers however the transport splits them, and skips
-// fields it does not know, as proto does.
+// TestWireCodecUnmarshal decodes lookup answers into their rows however the transport splits
+// them, skipping fields it does not know, as proto does, and refuses malformed ones.
 func TestWireCodecUnmarshal(t *testing.T) {
-	emb := make([]float32, 1000)
+	const n, dim = 250, 4
+	emb := make([]float32, n*dim)
 	for i := range emb {
 		emb[i] = float32(i) * 0.25
+	}
+	// Answer row u goes to output row n-1-u.
+	rows := make([]int32, n)
+	for u := range rows {
+		rows[u] = int32(n - 1 - u)
 	}
 	full, _ := proto.Marshal(&pspb.LookupResponse{Embeddings: float32Bytes(emb), Found: 9})
 	// Unknown fields of every wire type, before the known ones.
@@ -73,6 +79,7 @@ func TestWireCodecUnmarshal(t *testing.T) {
 	unknown = protowire.AppendTag(unknown, 23, protowire.BytesType)
 	unknown = protowire.AppendBytes(unknown, []byte("skip me"))
 	withUnknown := append(append([]byte(nil), unknown...), full...)
+	short, _ := proto.Marshal(&pspb.LookupResponse{Embeddings: float32Bytes(emb[:dim]), Found: 1})
 	tests := []struct {
 		name  string
 		wire  []byte
@@ -83,6 +90,8 @@ func TestWireCodecUnmarshal(t *testing.T) {
 		{name: "many buffers", wire: full, split: 7},
 		{name: "unknown fields", wire: withUnknown, split: 5},
 		{name: "truncated", wire: full[:len(full)-10], want: "truncated"},
+		{name: "another size", wire: short, want: "lookup answer of 16 bytes, want 4000 (250 ids of dimension 4)"},
+		{name: "no embeddings", wire: []byte{0x10, 0x01}, want: "lookup answer without embeddings for 250 ids"},
 		{name: "bad varint", wire: []byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, want: "overflows"},
 		{name: "field zero", wire: []byte{0x00, 0x01}, want: "invalid field number"},
 		{name: "group", wire: []byte{0x1b}, want: "unsupported wire type"},
@@ -91,15 +100,15 @@ func TestWireCodecUnmarshal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var bufs mem.BufferSlice
 			for rest := tc.wire; len(rest) > 0; {
-				n := len(rest)
+				k := len(rest)
 				if tc.split > 0 {
-					n = min(n, tc.split)
+					k = min(k, tc.split)
 				}
-				bufs = append(bufs, mem.SliceBuffer(rest[:n]))
-				rest = rest[n:]
+				bufs = append(bufs, mem.SliceBuffer(rest[:k]))
+				rest = rest[k:]
 			}
-			var got pspb.LookupResponse
-			err := codec.Unmarshal(bufs, &got)
+			got := &rowsReply{out: make([]float32, n*dim), rows: rows, dim: dim}
+			err := codec.Unmarshal(bufs, got)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("Unmarshal = %v, want an error with %q", err, tc.want)
@@ -109,10 +118,17 @@ func TestWireCodecUnmarshal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.GetFound() != 9 || !bytes.Equal(got.GetEmbeddings(), float32Bytes(emb)) {
-				t.Fatalf("decoded found %d and %d bytes, want 9 and the embeddings", got.GetFound(), len(got.GetEmbeddings()))
+			if got.found != 9 {
+				t.Fatalf("found %d, want 9", got.found)
 			}
-			ReleaseEmbeddings(&got)
+			for u := 0; u < n; u++ {
+				p := n - 1 - u
+				for j := 0; j < dim; j++ {
+					if got.out[p*dim+j] != emb[u*dim+j] {
+						t.Fatalf("row %d float %d = %v, want answer row %d's %v", p, j, got.out[p*dim+j], u, emb[u*dim+j])
+					}
+				}
+			}
 		})
 	}
 }
