@@ -237,9 +237,9 @@ type applyScratch struct {
 
 // Apply applies gradients: grads[i*Dim:(i+1)*Dim] is the gradient for ids[i]. Gradients of an id
 // that appears more than once are summed first (in batch order) and the optimizer runs once per
-// id, with learningRates (Config.LearningRates of them) and globalStep. An id without an entry gets one (initialized, then
-// updated) unless the filter holds it back, counting its occurrences in this batch. Updated
-// entries take updateTimeSec as their last update time.
+// id, with learningRates (Config.LearningRates of them) and globalStep. An id without an entry
+// gets one (initialized, then updated) unless the filter holds it back, counting its occurrences
+// in this batch. Updated entries take updateTimeSec as their last update time.
 func (t *Table) Apply(ids []int64, grads []float32, learningRates []float32, globalStep, updateTimeSec int64) error {
 	if err := checkDim("embedding apply", len(grads), len(ids), t.g.dim); err != nil {
 		return errkind.Wrap(errkind.Value, err)
