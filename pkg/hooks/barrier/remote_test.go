@@ -18,8 +18,17 @@ import (
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
+	"github.com/monolith-go/monolith/pkg/hooks/controller"
+	"github.com/monolith-go/monolith/pkg/hooks/pscheck"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 	"github.com/monolith-go/monolith/pkg/ps"
+)
+
+// A Remote barrier serves where the in-process one does: the controller's service and the PS
+// health check place it.
+var (
+	_ controller.Barrier = (*barrier.Remote)(nil)
+	_ pscheck.Placer     = (*barrier.Remote)(nil)
 )
 
 // startPS serves a parameter server on loopback until the test ends.
