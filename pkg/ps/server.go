@@ -6,7 +6,9 @@
 //
 // A server also holds the job's barriers (the Barrier RPC: a rendezvous of count workers, and the
 // chief's barrier of barrier_ops, which pkg/hooks/barrier's Remote uses), and answers Health with
-// its machine health as ps_check_hooks reads it (pkg/hooks/pscheck's RemoteProbe).
+// its machine health as ps_check_hooks reads it (pkg/hooks/pscheck's RemoteProbe). It also holds
+// the allreduce rounds of synchronous training (AllReduce: the workers' dense gradients averaged).
+// RouterStore is the Router as a worker model's embedding store.
 package ps
 
 import (
@@ -72,6 +74,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	bars *barriers
+	reds *reductions
 
 	mu     sync.RWMutex
 	tables map[string]*table
@@ -109,7 +112,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, bars: newBarriers(), tables: map[string]*table{}}
+	s := &Server{cfg: cfg, log: log, bars: newBarriers(), reds: newReductions(), tables: map[string]*table{}}
 	s.evictCtx, s.evictCancel = context.WithCancel(context.Background())
 	if _, err := s.createTables(cfg.Tables); err != nil {
 		s.Close()

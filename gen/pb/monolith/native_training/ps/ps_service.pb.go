@@ -1475,6 +1475,172 @@ func (x *HealthResponse) GetVersion() string {
 	return ""
 }
 
+type AllReduceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reduction's name: workers reducing the same name meet.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The round: workers meet at the same step. A worker that was answered a round asks for the
+	// next step; a retry of the same step (its answer lost) gets the same mean again.
+	Step int64 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	// The caller's index, 0..count-1, and the number of workers. The first request of a round fixes
+	// count; another count in the same round is FAILED_PRECONDITION.
+	Worker int32 `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	Count  int32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// Little-endian float64 values, as many from every worker of a round (else INVALID_ARGUMENT).
+	Values []byte `protobuf:"bytes,5,opt,name=values,proto3" json:"values,omitempty"`
+	// The longest the server holds the call, in milliseconds (0: the call's deadline). When it
+	// passes first the answer says released false, naming the workers still missing, and the caller
+	// asks again; its values stay counted.
+	WaitMs int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// Set: the caller gives up this round (it failed) and every worker waiting at it, or arriving
+	// at it later, gets ABORTED with this reason.
+	Abort         string `protobuf:"bytes,7,opt,name=abort,proto3" json:"abort,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllReduceRequest) Reset() {
+	*x = AllReduceRequest{}
+	mi := &file_monolith_native_training_ps_ps_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllReduceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllReduceRequest) ProtoMessage() {}
+
+func (x *AllReduceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_ps_ps_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllReduceRequest.ProtoReflect.Descriptor instead.
+func (*AllReduceRequest) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_ps_ps_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AllReduceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AllReduceRequest) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *AllReduceRequest) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *AllReduceRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *AllReduceRequest) GetValues() []byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *AllReduceRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *AllReduceRequest) GetAbort() string {
+	if x != nil {
+		return x.Abort
+	}
+	return ""
+}
+
+type AllReduceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// All count workers arrived; values holds the mean.
+	Released bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	// Little-endian float64 values: the mean of the workers' values.
+	Values []byte `protobuf:"bytes,2,opt,name=values,proto3" json:"values,omitempty"`
+	// Not released: the workers that have not arrived yet, ascending.
+	Missing       []int32 `protobuf:"varint,3,rep,packed,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllReduceResponse) Reset() {
+	*x = AllReduceResponse{}
+	mi := &file_monolith_native_training_ps_ps_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllReduceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllReduceResponse) ProtoMessage() {}
+
+func (x *AllReduceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_monolith_native_training_ps_ps_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllReduceResponse.ProtoReflect.Descriptor instead.
+func (*AllReduceResponse) Descriptor() ([]byte, []int) {
+	return file_monolith_native_training_ps_ps_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AllReduceResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *AllReduceResponse) GetValues() []byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *AllReduceResponse) GetMissing() []int32 {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 var File_monolith_native_training_ps_ps_service_proto protoreflect.FileDescriptor
 
 const file_monolith_native_training_ps_ps_service_proto_rawDesc = "" +
@@ -1586,7 +1752,19 @@ const file_monolith_native_training_ps_ps_service_proto_rawDesc = "" +
 	"\x06tables\x18\x06 \x03(\tR\x06tables\x12-\n" +
 	"\x13max_ids_per_request\x18\a \x01(\x03R\x10maxIdsPerRequest\x12*\n" +
 	"\x11max_message_bytes\x18\b \x01(\x03R\x0fmaxMessageBytes\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion2\xd0\x04\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\xaf\x01\n" +
+	"\x10AllReduceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x03R\x04step\x12\x16\n" +
+	"\x06worker\x18\x03 \x01(\x05R\x06worker\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x05R\x05count\x12\x16\n" +
+	"\x06values\x18\x05 \x01(\fR\x06values\x12\x17\n" +
+	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\x12\x14\n" +
+	"\x05abort\x18\a \x01(\tR\x05abort\"a\n" +
+	"\x11AllReduceResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\x12\x16\n" +
+	"\x06values\x18\x02 \x01(\fR\x06values\x12\x18\n" +
+	"\amissing\x18\x03 \x03(\x05R\amissing2\x9c\x05\n" +
 	"\x0fParameterServer\x12S\n" +
 	"\fCreateTables\x12 .monolith.ps.CreateTablesRequest\x1a!.monolith.ps.CreateTablesResponse\x12A\n" +
 	"\x06Lookup\x12\x1a.monolith.ps.LookupRequest\x1a\x1b.monolith.ps.LookupResponse\x12Y\n" +
@@ -1595,7 +1773,8 @@ const file_monolith_native_training_ps_ps_service_proto_rawDesc = "" +
 	"\aRestore\x12\x1b.monolith.ps.RestoreRequest\x1a\x1c.monolith.ps.RestoreResponse\x12>\n" +
 	"\x05Stats\x12\x19.monolith.ps.StatsRequest\x1a\x1a.monolith.ps.StatsResponse\x12D\n" +
 	"\aBarrier\x12\x1b.monolith.ps.BarrierRequest\x1a\x1c.monolith.ps.BarrierResponse\x12A\n" +
-	"\x06Health\x12\x1a.monolith.ps.HealthRequest\x1a\x1b.monolith.ps.HealthResponseBIZGgithub.com/monolith-go/monolith/gen/pb/monolith/native_training/ps;pspbb\x06proto3"
+	"\x06Health\x12\x1a.monolith.ps.HealthRequest\x1a\x1b.monolith.ps.HealthResponse\x12J\n" +
+	"\tAllReduce\x12\x1d.monolith.ps.AllReduceRequest\x1a\x1e.monolith.ps.AllReduceResponseBIZGgithub.com/monolith-go/monolith/gen/pb/monolith/native_training/ps;pspbb\x06proto3"
 
 var (
 	file_monolith_native_training_ps_ps_service_proto_rawDescOnce sync.Once
@@ -1610,7 +1789,7 @@ func file_monolith_native_training_ps_ps_service_proto_rawDescGZIP() []byte {
 }
 
 var file_monolith_native_training_ps_ps_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_monolith_native_training_ps_ps_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_monolith_native_training_ps_ps_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_monolith_native_training_ps_ps_service_proto_goTypes = []any{
 	(FilterConfig_Type)(0),                           // 0: monolith.ps.FilterConfig.Type
 	(BarrierRequest_Op)(0),                           // 1: monolith.ps.BarrierRequest.Op
@@ -1635,13 +1814,15 @@ var file_monolith_native_training_ps_ps_service_proto_goTypes = []any{
 	(*BarrierResponse)(nil),                          // 20: monolith.ps.BarrierResponse
 	(*HealthRequest)(nil),                            // 21: monolith.ps.HealthRequest
 	(*HealthResponse)(nil),                           // 22: monolith.ps.HealthResponse
-	(*hash_table.SlotOccurrenceThresholdConfig)(nil), // 23: monolith.hash_table.SlotOccurrenceThresholdConfig
-	(*hash_table.EmbeddingHashTableConfig)(nil),      // 24: monolith.hash_table.EmbeddingHashTableConfig
+	(*AllReduceRequest)(nil),                         // 23: monolith.ps.AllReduceRequest
+	(*AllReduceResponse)(nil),                        // 24: monolith.ps.AllReduceResponse
+	(*hash_table.SlotOccurrenceThresholdConfig)(nil), // 25: monolith.hash_table.SlotOccurrenceThresholdConfig
+	(*hash_table.EmbeddingHashTableConfig)(nil),      // 26: monolith.hash_table.EmbeddingHashTableConfig
 }
 var file_monolith_native_training_ps_ps_service_proto_depIdxs = []int32{
 	0,  // 0: monolith.ps.FilterConfig.type:type_name -> monolith.ps.FilterConfig.Type
-	23, // 1: monolith.ps.FilterConfig.occurrence_threshold:type_name -> monolith.hash_table.SlotOccurrenceThresholdConfig
-	24, // 2: monolith.ps.TableConfig.config:type_name -> monolith.hash_table.EmbeddingHashTableConfig
+	25, // 1: monolith.ps.FilterConfig.occurrence_threshold:type_name -> monolith.hash_table.SlotOccurrenceThresholdConfig
+	26, // 2: monolith.ps.TableConfig.config:type_name -> monolith.hash_table.EmbeddingHashTableConfig
 	2,  // 3: monolith.ps.TableConfig.filter:type_name -> monolith.ps.FilterConfig
 	3,  // 4: monolith.ps.PSConfig.tables:type_name -> monolith.ps.TableConfig
 	3,  // 5: monolith.ps.CreateTablesRequest.tables:type_name -> monolith.ps.TableConfig
@@ -1657,16 +1838,18 @@ var file_monolith_native_training_ps_ps_service_proto_depIdxs = []int32{
 	16, // 15: monolith.ps.ParameterServer.Stats:input_type -> monolith.ps.StatsRequest
 	19, // 16: monolith.ps.ParameterServer.Barrier:input_type -> monolith.ps.BarrierRequest
 	21, // 17: monolith.ps.ParameterServer.Health:input_type -> monolith.ps.HealthRequest
-	6,  // 18: monolith.ps.ParameterServer.CreateTables:output_type -> monolith.ps.CreateTablesResponse
-	8,  // 19: monolith.ps.ParameterServer.Lookup:output_type -> monolith.ps.LookupResponse
-	10, // 20: monolith.ps.ParameterServer.ApplyGradients:output_type -> monolith.ps.ApplyGradientsResponse
-	13, // 21: monolith.ps.ParameterServer.Save:output_type -> monolith.ps.SaveResponse
-	15, // 22: monolith.ps.ParameterServer.Restore:output_type -> monolith.ps.RestoreResponse
-	18, // 23: monolith.ps.ParameterServer.Stats:output_type -> monolith.ps.StatsResponse
-	20, // 24: monolith.ps.ParameterServer.Barrier:output_type -> monolith.ps.BarrierResponse
-	22, // 25: monolith.ps.ParameterServer.Health:output_type -> monolith.ps.HealthResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
+	23, // 18: monolith.ps.ParameterServer.AllReduce:input_type -> monolith.ps.AllReduceRequest
+	6,  // 19: monolith.ps.ParameterServer.CreateTables:output_type -> monolith.ps.CreateTablesResponse
+	8,  // 20: monolith.ps.ParameterServer.Lookup:output_type -> monolith.ps.LookupResponse
+	10, // 21: monolith.ps.ParameterServer.ApplyGradients:output_type -> monolith.ps.ApplyGradientsResponse
+	13, // 22: monolith.ps.ParameterServer.Save:output_type -> monolith.ps.SaveResponse
+	15, // 23: monolith.ps.ParameterServer.Restore:output_type -> monolith.ps.RestoreResponse
+	18, // 24: monolith.ps.ParameterServer.Stats:output_type -> monolith.ps.StatsResponse
+	20, // 25: monolith.ps.ParameterServer.Barrier:output_type -> monolith.ps.BarrierResponse
+	22, // 26: monolith.ps.ParameterServer.Health:output_type -> monolith.ps.HealthResponse
+	24, // 27: monolith.ps.ParameterServer.AllReduce:output_type -> monolith.ps.AllReduceResponse
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1683,7 +1866,7 @@ func file_monolith_native_training_ps_ps_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_monolith_native_training_ps_ps_service_proto_rawDesc), len(file_monolith_native_training_ps_ps_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	ParameterServer_Stats_FullMethodName          = "/monolith.ps.ParameterServer/Stats"
 	ParameterServer_Barrier_FullMethodName        = "/monolith.ps.ParameterServer/Barrier"
 	ParameterServer_Health_FullMethodName         = "/monolith.ps.ParameterServer/Health"
+	ParameterServer_AllReduce_FullMethodName      = "/monolith.ps.ParameterServer/AllReduce"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -71,6 +72,11 @@ type ParameterServerClient interface {
 	Barrier(ctx context.Context, in *BarrierRequest, opts ...grpc.CallOption) (*BarrierResponse, error)
 	// Health reports the server's identity, limits and machine health (ps_check_hooks).
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// AllReduce averages the workers' values: a rendezvous of count workers (like ARRIVE) at which
+	// each brings its vector for one step and all get back the mean, summed in worker order (the
+	// same bits whatever the arrival order). Synchronous training holds it on PS 0 for the dense
+	// gradients.
+	AllReduce(ctx context.Context, in *AllReduceRequest, opts ...grpc.CallOption) (*AllReduceResponse, error)
 }
 
 type parameterServerClient struct {
@@ -161,6 +167,16 @@ func (c *parameterServerClient) Health(ctx context.Context, in *HealthRequest, o
 	return out, nil
 }
 
+func (c *parameterServerClient) AllReduce(ctx context.Context, in *AllReduceRequest, opts ...grpc.CallOption) (*AllReduceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AllReduceResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_AllReduce_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParameterServerServer is the server API for ParameterServer service.
 // All implementations must embed UnimplementedParameterServerServer
 // for forward compatibility.
@@ -203,6 +219,11 @@ type ParameterServerServer interface {
 	Barrier(context.Context, *BarrierRequest) (*BarrierResponse, error)
 	// Health reports the server's identity, limits and machine health (ps_check_hooks).
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// AllReduce averages the workers' values: a rendezvous of count workers (like ARRIVE) at which
+	// each brings its vector for one step and all get back the mean, summed in worker order (the
+	// same bits whatever the arrival order). Synchronous training holds it on PS 0 for the dense
+	// gradients.
+	AllReduce(context.Context, *AllReduceRequest) (*AllReduceResponse, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
 
@@ -236,6 +257,9 @@ func (UnimplementedParameterServerServer) Barrier(context.Context, *BarrierReque
 }
 func (UnimplementedParameterServerServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedParameterServerServer) AllReduce(context.Context, *AllReduceRequest) (*AllReduceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AllReduce not implemented")
 }
 func (UnimplementedParameterServerServer) mustEmbedUnimplementedParameterServerServer() {}
 func (UnimplementedParameterServerServer) testEmbeddedByValue()                         {}
@@ -402,6 +426,24 @@ func _ParameterServer_Health_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_AllReduce_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AllReduceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).AllReduce(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_AllReduce_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).AllReduce(ctx, req.(*AllReduceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ParameterServer_ServiceDesc is the grpc.ServiceDesc for ParameterServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +482,10 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _ParameterServer_Health_Handler,
+		},
+		{
+			MethodName: "AllReduce",
+			Handler:    _ParameterServer_AllReduce_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
