@@ -15,25 +15,30 @@ import (
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
-// demoConfig is the demo's ground truth: the generator's default features, a vocabulary small
-// enough for the demo's examples to show every id many times.
-func demoConfig(seed int) synth.Config {
-	return synth.Config{Seed: uint64(seed), Vocab: 100}
+// demoConfig is the demo's ground truth of model: for logreg the generator's default features
+// (a logistic ground truth its per-id weights can learn), for dnn a click log whose ids also have
+// latent factors (their cross-slot dot products add to the logit, so that only embeddings do
+// well); both with a vocabulary small enough for the demo's examples to show every id many times.
+func demoConfig(seed int, model string) synth.Config {
+	if model == modelLogreg {
+		return synth.Config{Seed: uint64(seed), Vocab: 100}
+	}
+	return synth.Config{Seed: uint64(seed), NumDense: 4, NumSlots: 4, Vocab: 100, LatentDim: 4}
 }
 
-// demoFiles is how many files the demo's training set is spread over.
+// demoFiles is how many files the demo's training set is spread over (at least one per worker).
 const demoFiles = 4
 
 // demoData writes the demo's click log into dir (training set: stream 1, evaluation set: stream 2,
 // a quarter as many examples) and prints what it wrote and the generator's best AUC on the
 // evaluation set.
-func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Writer) (data, error) {
-	g, err := synth.New(demoConfig(f.DemoSeed))
+func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, workers int, c dataset.Compression, stdout io.Writer) (data, error) {
+	g, err := synth.New(demoConfig(f.DemoSeed, f.Model))
 	if err != nil {
 		return data{}, cli.Usage(err)
 	}
 	opts := dataset.Options{Compression: c}
-	train, err := g.Write(synth.WriteOptions{Dir: dir, Name: "train", Files: demoFiles, Examples: f.DemoExamples, Stream: 1, Compression: c})
+	train, err := g.Write(synth.WriteOptions{Dir: dir, Name: "train", Files: max(demoFiles, workers), Examples: f.DemoExamples, Stream: 1, Compression: c})
 	if err != nil {
 		return data{}, fmt.Errorf("demo data: %w", err)
 	}
@@ -47,11 +52,15 @@ func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, c d
 		return data{}, fmt.Errorf("demo data: best AUC: %w", err)
 	}
 	cfg := g.Config()
-	fmt.Fprintf(stdout, "Monolith train demo: a logistic regression on a generated click log (nothing to install).\n")
+	fmt.Fprintf(stdout, "Monolith train demo: %s on a generated click log (nothing to install).\n", modelWords(f.Model))
 	fmt.Fprintf(stdout, "  train data   %d examples in %s (%d files), %d epochs in batches of %d\n",
 		f.DemoExamples, filepath.Join(dir, "train-*.tfrecord"), len(train), f.Epochs, f.BatchSize)
-	fmt.Fprintf(stdout, "  eval data    %d examples in %s (another stream of the same ground truth: %d dense values, %d slots of %d ids, seed %d)\n",
-		nEval, filepath.Join(dir, "eval-*.tfrecord"), cfg.NumDense, cfg.NumSlots, cfg.Vocab, cfg.Seed)
+	latent := ""
+	if cfg.LatentDim > 0 {
+		latent = fmt.Sprintf(", %d-dimensional latent factors", cfg.LatentDim)
+	}
+	fmt.Fprintf(stdout, "  eval data    %d examples in %s (another stream of the same ground truth: %d dense values, %d slots of %d ids%s, seed %d)\n",
+		nEval, filepath.Join(dir, "eval-*.tfrecord"), cfg.NumDense, cfg.NumSlots, cfg.Vocab, latent, cfg.Seed)
 	return data{train: train, eval: eval, opts: opts, schema: g.Schema(), best: &bestAUC{auc: auc, loss: loss}}, nil
 }
 
@@ -61,7 +70,7 @@ type bestAUC struct{ auc, loss float64 }
 // fileData matches the input patterns; patterns that match nothing, or are malformed, are usage
 // errors.
 func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Writer) (data, error) {
-	schema, err := parseSchema(f.DenseFeatures, f.SparseFeatures)
+	schema, err := parseSchema(f.DenseFeatures, f.SparseFeatures, f.Model)
 	if err != nil {
 		return data{}, cli.Usage(err)
 	}
@@ -73,16 +82,17 @@ func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Wri
 	if err != nil {
 		return data{}, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
 	}
-	fmt.Fprintf(stdout, "Monolith train: a logistic regression on TFRecord files of Monolith Examples.\n")
+	fmt.Fprintf(stdout, "Monolith train: %s on TFRecord files of Monolith Examples.\n", modelWords(f.Model))
 	fmt.Fprintf(stdout, "  train data   %d files (%s), %d epochs in batches of %d\n", len(train), f.TrainData, f.Epochs, f.BatchSize)
 	fmt.Fprintf(stdout, "  eval data    %d files (%s)\n", len(eval), f.EvalData)
 	return data{train: train, eval: eval, opts: dataset.Options{Compression: c}, schema: schema}, nil
 }
 
-// parseSchema reads --dense_features (name:dim, ...) and --sparse_features (name, ...); an empty
-// flag takes the demo generator's features.
-func parseSchema(dense, sparse string) (batch.Schema, error) {
-	g, err := synth.New(demoConfig(0))
+// parseSchema reads --dense_features (name:dim, ...) and --sparse_features (name or name:slot,
+// ...); an empty flag takes the demo generator's features of model. The slots are checked by
+// dnnFeatures.
+func parseSchema(dense, sparse, model string) (batch.Schema, error) {
+	g, err := synth.New(demoConfig(0, model))
 	if err != nil {
 		return batch.Schema{}, err
 	}
@@ -101,11 +111,48 @@ func parseSchema(dense, sparse string) (batch.Schema, error) {
 	if strings.TrimSpace(sparse) != "" {
 		s.Sparse = nil
 		for _, item := range strings.Split(sparse, ",") {
-			if item = strings.TrimSpace(item); item == "" {
+			name, _, _ := strings.Cut(strings.TrimSpace(item), ":")
+			if name == "" {
 				return batch.Schema{}, fmt.Errorf("--sparse_features %q: empty feature name", sparse)
 			}
-			s.Sparse = append(s.Sparse, item)
+			s.Sparse = append(s.Sparse, name)
 		}
 	}
 	return s, nil
+}
+
+// sparseSlots are the fid slots of --sparse_features (empty: the demo's slot_<n>, slot n): an
+// item's slot is given as name:slot, or by a name slot_<n>.
+func sparseSlots(sparse string, schema batch.Schema) ([]int, error) {
+	items := schema.Sparse
+	if strings.TrimSpace(sparse) != "" {
+		items = strings.Split(sparse, ",")
+	}
+	slots := make([]int, 0, len(items))
+	for _, item := range items {
+		name, slot, given := strings.Cut(strings.TrimSpace(item), ":")
+		if !given {
+			if slot, given = strings.CutPrefix(name, "slot_"); !given {
+				return nil, fmt.Errorf("--sparse_features: feature %q: dnn needs its fid slot (give %s:<slot>)", name, name)
+			}
+		}
+		n, err := strconv.Atoi(slot)
+		if err != nil || n < 0 || n > maxFidSlot {
+			return nil, fmt.Errorf("--sparse_features: feature %q: slot %q is not a fid slot (0 to %d)", name, slot, maxFidSlot)
+		}
+		slots = append(slots, n)
+	}
+	return slots, nil
+}
+
+// maxFidSlot is the largest v2 fid slot (15 bits).
+const maxFidSlot = 1<<15 - 1
+
+// shard is worker index's share of files: every num-th file from its index on.
+func shard(files []string, index, num int) []string {
+	var out []string
+	for i := index; i < len(files); i += num {
+		out = append(out, files[i])
+	}
+	return out
 }

@@ -1,27 +1,43 @@
 // Command train trains a model without TensorFlow: the training runtime of Monolith's
 // native_training (runner_utils' RunnerConfig, service discovery, the estimator loop with its
-// checkpoints and the controller hook server) driving a logistic regression (pkg/trainer/logreg)
-// over TFRecord files of Monolith Examples.
+// checkpoints and the controller hook server) driving, over TFRecord files of Monolith Examples,
+// either the sparse + dense recommendation model of pkg/trainer/dnn (--model=dnn, the default:
+// embedding tables on parameter servers over gRPC, pooled per slot by the fused layout kernel, an
+// MLP with the dot interaction) or a logistic regression (--model=logreg, pkg/trainer/logreg).
 //
 // With no --train_data it runs a self-contained demo: a deterministic synthetic click log
-// (pkg/trainer/synth, logistic ground truth over dense values and categorical ids, so the best
-// achievable AUC is known) is written as TFRecords into a temporary directory, the model trains on
-// it and is evaluated on a held-out stream. It prints the generator's best AUC ("best auc=... "),
-// logs progress (step, examples/s, loss) every --log_step_count_steps, and ends with the line
-// "eval auc=<x> loss=<y> steps=<global step>". Checkpoints go to --model_dir (a new temporary
-// directory when not given, printed) every --save_checkpoints_steps (100 unless a save interval
-// is given), the last --checkpoints_max_to_keep kept; a run with the same --model_dir resumes from
-// its last checkpoint and the global step continues.
+// (pkg/trainer/synth; for dnn its ids have latent factors, so that only embeddings do well, and
+// the best achievable AUC is known) is written as TFRecords into a temporary directory, the model
+// trains on it and is evaluated on a held-out stream. With --num_ps 0 (the default) the dnn's
+// parameter servers run in this process (--local_ps of them, each on a loopback gRPC listener):
+// `train` with no flags is a cluster of 2 parameter servers and 1 worker. It prints progress
+// (step, examples/s, loss, train AUC, PS lookup latency) every --log_step_count_steps, the
+// throughput with the time split between the step's phases, and ends with the line
+// "eval auc=<x> best auc=<b> loss=<y> steps=<global step>" ("eval auc=<x> loss=<y> steps=<n>" on
+// files). Checkpoints go to --model_dir (a new temporary directory when not given, printed) every
+// --save_checkpoints_steps (100 unless a save interval is given), the last
+// --checkpoints_max_to_keep kept; for dnn a checkpoint holds the dense parameters and, beside
+// them, the tables' dump of the same step (<model_dir>/model.ckpt-<step>.embeddings/). A run with
+// the same --model_dir resumes from its last checkpoint: the global step continues and (dnn) the
+// input goes on at the batch the step had reached.
+//
+// A cluster of processes: cmd/ps processes and cmd/train workers (--num_ps, --num_workers,
+// --index or --role) find each other through the service discovery (--discovery_type zk with
+// --zk_server, primus with --tf_config, mlp, consul). The chief (worker 0) creates the tables,
+// restores and saves the checkpoints and evaluates; the dense parameters stay synchronous across
+// workers by an allreduce of their gradients on PS 0 (pkg/ps AllReduce).
 //
 // The run is local unless --discovery_type is given: then it registers itself as worker.<index>
-// with that service discovery (zk, primus, mlp or consul, runner_utils' get_discovery) while it
-// trains, and deregisters at the end. While training runs the controller hook server (the
-// reference's ServerHook) serves StopTraining, ResumeTraining, SaveCheckpoint and
-// GetTrainingStatus; its address is in <model_dir>/controller_server_addr.txt.
+// with that service discovery while it trains, and deregisters at the end. While training runs
+// the chief's controller hook server (the reference's ServerHook) serves StopTraining,
+// ResumeTraining, SaveCheckpoint and GetTrainingStatus; its address is in
+// <model_dir>/controller_server_addr.txt. The status endpoint (--status_addr) serves Prometheus
+// metrics.
 //
 // Exit status: 0 after training and evaluation, 2 for a bad command line or bad input (missing or
 // corrupt data files, a bad pattern, an unwritable --model_dir, a bad --restore_dir), 1 for a
-// failure at run time.
+// failure at run time (a parameter server gone, a corrupt checkpoint, a discovery that cannot be
+// reached).
 package main
 
 import (
@@ -43,9 +59,10 @@ import (
 
 const name = "train"
 
-const description = "Train a logistic regression on TFRecord files of Monolith Examples with the training runtime " +
-	"(run config, service discovery, checkpoints, controller). Without --train_data it trains on a generated " +
-	"click log (nothing to install) and prints the generator's best AUC and the model's eval AUC."
+const description = "Train a recommendation model (embedding tables on parameter servers and an MLP, or a logistic " +
+	"regression) on TFRecord files of Monolith Examples with the training runtime (run config, service discovery, " +
+	"checkpoints, controller). Without --train_data it trains on a generated click log in an in-process cluster " +
+	"(nothing to install) and prints the generator's best AUC and the model's eval AUC."
 
 // cmdFlags is the command line: the RunnerConfig's flags and the command's own, both from specs.
 type cmdFlags struct {
@@ -110,15 +127,6 @@ func flagGiven(args []string, flag string) bool {
 	}
 	return false
 }
-
-// inputError is an error reading the training or evaluation data: bad input, exit status 2.
-type inputError struct {
-	what string // "training input", "evaluation input"
-	err  error
-}
-
-func (e *inputError) Error() string { return e.what + ": " + e.err.Error() }
-func (e *inputError) Unwrap() error { return e.err }
 
 // classify makes an error of the input data a usage error, named by itself rather than by the
 // layers of the loop it went through.

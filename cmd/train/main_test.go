@@ -26,13 +26,18 @@ import (
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
 
-// small is a quick demo: 2000 training examples in batches of 128 are 16 steps an epoch.
-var small = []string{"--demo_examples=2000", "--epochs=1", "--log_step_count_steps=5"}
+// dnnSmall is a quick demo of the dnn model: 2000 training examples in batches of 256 are 8 steps
+// an epoch.
+var dnnSmall = []string{"--demo_examples=2000", "--epochs=1", "--log_step_count_steps=5"}
+
+// small is a quick demo of the logistic regression: 2000 training examples in batches of 128 are
+// 16 steps an epoch.
+var small = []string{"--model=logreg", "--demo_examples=2000", "--epochs=1", "--batch_size=128", "--log_step_count_steps=5"}
 
 const smallSteps = 16
 
 var (
-	finalLine = regexp.MustCompile(`^eval auc=(0\.\d{4}|1\.0000) loss=(\d+\.\d{4}) steps=(\d+)$`)
+	finalLine = regexp.MustCompile(`^eval auc=(0\.\d{4}|1\.0000)(?: best auc=(?:0\.\d{4}|1\.0000))? loss=(\d+\.\d{4}) steps=(\d+)$`)
 	bestLine  = regexp.MustCompile(`^best auc=(0\.\d{4}|1\.0000) loss=(\d+\.\d{4})$`)
 )
 
@@ -60,6 +65,13 @@ func (r result) final(t *testing.T) (auc, loss float64, steps int64) {
 // start runs the command in the background with env as its environment and hooks in its loop.
 func start(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Hook) (wait func() result) {
 	t.Helper()
+	wait, _ = startOut(t, args, env, hooks...)
+	return wait
+}
+
+// startOut is start, also returning the run's stdout as it is written.
+func startOut(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Hook) (wait func() result, out *syncbuf.Buffer) {
+	t.Helper()
 	if env == nil {
 		env = trainenv.Env{}
 	}
@@ -79,7 +91,7 @@ func start(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Hook)
 			t.Fatalf("the run did not end; stderr:\n%s", stderr.String())
 			return result{}
 		}
-	}
+	}, &stdout
 }
 
 // runOK runs the command to its end and requires exit status 0.
@@ -96,11 +108,11 @@ func withArgs(base []string, more ...string) []string {
 	return append(append([]string(nil), base...), more...)
 }
 
-// With no flags but the model dir, the demo trains to within 0.03 of the best AUC its generator
-// allows, prints both, and exports the run config's environment.
+// The logistic regression's demo (part 1's defaults) trains to within 0.03 of the best AUC its
+// generator allows, prints both, and exports the run config's environment.
 func TestDemoReachesTheBestAUC(t *testing.T) {
 	leakcheck.Check(t)
-	r := runOK(t, "--model_dir="+t.TempDir())
+	r := runOK(t, "--model=logreg", "--demo_examples=40000", "--epochs=3", "--batch_size=128", "--model_dir="+t.TempDir())
 	auc, _, steps := r.final(t)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	m := bestLine.FindStringSubmatch(lines[len(lines)-2])
@@ -205,7 +217,7 @@ func TestRestoreDirAndCkpt(t *testing.T) {
 // writeData writes a small click log into dir: train-*.tfrecord (2 files) and eval-*.tfrecord.
 func writeData(t *testing.T, dir string, c dataset.Compression) (train, eval []string) {
 	t.Helper()
-	g, err := synth.New(demoConfig(7))
+	g, err := synth.New(demoConfig(7, modelLogreg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +239,7 @@ func TestTrainOnFiles(t *testing.T) {
 	if err := os.WriteFile(list, []byte(strings.Join(train, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := runOK(t, "--train_data=@"+list, "--eval_data="+filepath.Join(dir, "eval-*"), "--compression=gzip",
+	r := runOK(t, "--model=logreg", "--train_data=@"+list, "--eval_data="+filepath.Join(dir, "eval-*"), "--compression=gzip",
 		"--epochs=2", "--batch_size=100", "--model_dir="+filepath.Join(dir, "model"))
 	if auc, _, steps := r.final(t); steps != 12 || auc <= 0.6 {
 		t.Errorf("auc %v steps %d, want 12 steps (2 epochs of 600 examples in batches of 100) and some learning", auc, steps)
@@ -244,7 +256,7 @@ func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	train, eval := writeData(t, dir, dataset.NoCompression)
 	data := func(trainPattern string) []string {
-		return []string{"--train_data=" + trainPattern, "--eval_data=" + eval[0], "--model_dir=" + filepath.Join(t.TempDir(), "m")}
+		return []string{"--model=logreg", "--train_data=" + trainPattern, "--eval_data=" + eval[0], "--model_dir=" + filepath.Join(t.TempDir(), "m")}
 	}
 	corrupt := filepath.Join(dir, "corrupt.tfrecord")
 	copyFlipped(t, train[0], corrupt, 2000)
@@ -294,6 +306,22 @@ func TestBadInput(t *testing.T) {
 		{"missing restore_dir", withArgs(small, "--restore_dir="+filepath.Join(dir, "none")), 2, "--restore_dir " + filepath.Join(dir, "none") + " is not a directory"},
 		{"both save intervals", withArgs(small, "--save_checkpoints_steps=5", "--save_checkpoints_secs=5"), 2, "save_checkpoints_secs and save_checkpoints_steps"},
 		{"corrupt checkpoint", withArgs(small, "--model_dir="+badCkpt), 1, filepath.Join(badCkpt, "model.ckpt-16")},
+		{"dnn parameter servers without discovery", withArgs(dnnSmall, "--num_ps=2"), 2, "--num_ps 2: the parameter servers are found through a service discovery"},
+		{"dnn workers without parameter servers", withArgs(dnnSmall, "--num_workers=2"), 2, "--num_workers 2: the workers of a job share its tables"},
+		{"unknown role", withArgs(dnnSmall, "--role=boss"), 2, `--role "boss"`},
+		{"worker 0 as a worker", withArgs(dnnSmall, "--role=worker"), 2, "--role worker: worker 0 is the chief"},
+		{"index out of range", withArgs(dnnSmall, "--index=3"), 2, "--index 3: this job has 1 workers"},
+		{"primus worker as the chief", withArgs(dnnSmall, "--role=chief", "--num_ps=1", "--num_workers=2", "--model_dir="+t.TempDir(), "--discovery_type=primus",
+			`--tf_config={"cluster":{"chief":["127.0.0.1:2220"],"worker":["127.0.0.1:2221"],"ps":["127.0.0.1:2222"]},"task":{"type":"worker","index":0}}`),
+			2, "--role chief: the chief is worker 0, this process is worker 1"},
+		{"several workers without a model dir", withArgs(dnnSmall, "--num_ps=1", "--num_workers=2", "--discovery_type=zk", "--zk_server=127.0.0.1:1", "--deep_insight_name=j"),
+			2, "--num_workers 2: the workers of a job share --model_dir"},
+		{"bad hidden layers", withArgs(dnnSmall, "--hidden=64,x"), 2, `--hidden "64,x"`},
+		{"no local parameter server", withArgs(dnnSmall, "--local_ps=0"), 2, "--local_ps 0"},
+		{"bad ps timeout", withArgs(dnnSmall, "--ps_timeout=0s"), 2, "--ps_timeout 0s"},
+		{"sparse feature without a slot", []string{"--train_data=" + train[0], "--eval_data=" + eval[0], "--sparse_features=slot_1,clicks"},
+			2, `feature "clicks": dnn needs its fid slot (give clicks:<slot>)`},
+		{"dnn on a logreg checkpoint", withArgs(dnnSmall, "--model_dir="+trained), 1, "has no embedding tables"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := start(t, c.args, nil)()

@@ -4,26 +4,36 @@ package cputrainingspec
 
 import "time"
 
-// TrainFlags: cmd/train's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags): the input, the steps, the logistic regression and the demo's generated data
+// TrainFlags: cmd/train's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags): the model, the input, the steps, the worker's role and parameter servers, and the demo's generated data
 type TrainFlags struct {
-	TrainData        string        `name:"train_data" help:"Training input: TFRecord files of Monolith Examples, as file patterns (comma lists, globs, @file lists). Empty: a synthetic click log generated into a temporary directory (the demo)." default:""`
-	EvalData         string        `name:"eval_data" help:"Evaluation input, file patterns as --train_data; required with --train_data." default:""`
-	Compression      string        `name:"compression" help:"Compression of the input files: none (empty or NONE), GZIP or ZLIB, in any case." default:""`
-	DenseFeatures    string        `name:"dense_features" help:"Dense features of the input, name:dim comma list (a float_list feature of dim values each). Empty: the demo generator's (dense:8)." default:""`
-	SparseFeatures   string        `name:"sparse_features" help:"Sparse features of the input, a comma list of fid_v2_list features. Empty: the demo generator's (slot_1..slot_4)." default:""`
-	Steps            int           `name:"steps" help:"Train this many more steps from the restored global step (0: no relative limit). (default: ${default})" default:"0"`
-	MaxSteps         int           `name:"max_steps" help:"Stop training at this global step (0: no cap); with --steps, at min(global_step+steps, max_steps). A model_dir already there only evaluates. (default: ${default})" default:"0"`
-	Epochs           int           `name:"epochs" help:"Passes over the training input in one run (training also stops at --steps or --max_steps). (default: ${default})" default:"3"`
-	EvalSteps        int           `name:"eval_steps" help:"Evaluate at most this many batches (0: the whole evaluation input). (default: ${default})" default:"0"`
-	BatchSize        int           `name:"batch_size" help:"Examples per batch. (default: ${default})" default:"128"`
-	Optimizer        string        `name:"optimizer" help:"The logistic regression's update rule. (default: ${default})" default:"adagrad" enum:"adagrad,sgd"`
-	LearningRate     float64       `name:"learning_rate" help:"The optimizer's step size. (default: ${default})" default:"0.5"`
-	HashBuckets      int           `name:"hash_buckets" help:"Weights of the hashed feature ids (fids are hashed into this many buckets). (default: ${default})" default:"65536"`
-	DemoExamples     int           `name:"demo_examples" help:"Demo only: examples of the generated training set (its evaluation set has a quarter as many). (default: ${default})" default:"40000"`
-	DemoSeed         int           `name:"demo_seed" help:"Demo only: seed of the generated click log's ground truth and examples. (default: ${default})" default:"42"`
-	ControllerAddr   string        `name:"controller_addr" help:"Listen address of the controller hook server (StopTraining, ResumeTraining, SaveCheckpoint, GetTrainingStatus; its address goes to <model_dir>/controller_server_addr.txt). The reference listens on every interface: give :0. (default: ${default})" default:"127.0.0.1:0"`
-	DiscoveryTimeout time.Duration `name:"discovery_timeout" help:"How long to wait for this worker's registration to show in the service discovery's answers. (default: ${default})" default:"1m"`
-	LogLevel         string        `name:"log_level" help:"Least level of the log on stderr (progress is logged at info). (default: ${default})" default:"info" enum:"debug,info,warn,error"`
+	Model                 string        `name:"model" help:"The model: dnn (embedding tables on parameter servers, pooled per slot, a dense MLP with the dot interaction; pkg/trainer/dnn) or logreg (a logistic regression on hashed fids, in this process; pkg/trainer/logreg). (default: ${default})" default:"dnn" enum:"dnn,logreg"`
+	Role                  string        `name:"role" help:"dnn: this process's role in a job of --num_workers: chief (worker 0: creates the tables, restores, saves checkpoints and evaluates) or worker (--index 1 and up: trains only). Empty: chief for --index 0, else worker. A discovery that fixes roles (primus, mlp) gives it." default:""`
+	TrainData             string        `name:"train_data" help:"Training input: TFRecord files of Monolith Examples, as file patterns (comma lists, globs, @file lists). Empty: a synthetic click log generated into a temporary directory (the demo). With several workers, worker i trains on the files k with k % num_workers == i." default:""`
+	EvalData              string        `name:"eval_data" help:"Evaluation input, file patterns as --train_data; required with --train_data." default:""`
+	Compression           string        `name:"compression" help:"Compression of the input files: none (empty or NONE), GZIP or ZLIB, in any case." default:""`
+	DenseFeatures         string        `name:"dense_features" help:"Dense features of the input, name:dim comma list (a float_list feature of dim values each). Empty: the demo generator's (dense:4 for dnn, dense:8 for logreg)." default:""`
+	SparseFeatures        string        `name:"sparse_features" help:"Sparse features of the input, a comma list of fid_v2_list features; dnn pools each from a table of its own and takes its fid slot from a name:slot item, or from a name slot_<n>. Empty: the demo generator's (slot_1..slot_4)." default:""`
+	Steps                 int           `name:"steps" help:"Train this many more steps from the restored global step (0: no relative limit). (default: ${default})" default:"0"`
+	MaxSteps              int           `name:"max_steps" help:"Stop training at this global step (0: no cap); with --steps, at min(global_step+steps, max_steps). A model_dir already there only evaluates. (default: ${default})" default:"0"`
+	Epochs                int           `name:"epochs" help:"Passes over the training input in one run (training also stops at --steps or --max_steps). dnn: a run restored at global step n starts at its batch n (each worker its own share), where an uninterrupted run would be. (default: ${default})" default:"4"`
+	EvalSteps             int           `name:"eval_steps" help:"Evaluate at most this many batches (0: the whole evaluation input). (default: ${default})" default:"0"`
+	BatchSize             int           `name:"batch_size" help:"Examples per batch (per worker). (default: ${default})" default:"256"`
+	Optimizer             string        `name:"optimizer" help:"logreg: the update rule. (default: ${default})" default:"adagrad" enum:"adagrad,sgd"`
+	LearningRate          float64       `name:"learning_rate" help:"logreg: the optimizer's step size. (default: ${default})" default:"0.5"`
+	HashBuckets           int           `name:"hash_buckets" help:"logreg: weights of the hashed feature ids (fids are hashed into this many buckets). (default: ${default})" default:"65536"`
+	EmbeddingDim          int           `name:"embedding_dim" help:"dnn: the dimension of every embedding table. (default: ${default})" default:"8"`
+	EmbeddingLearningRate float64       `name:"embedding_learning_rate" help:"dnn: the learning rate of the tables' Adagrad (initial accumulator 0.1; new entries random uniform in [-0.05, 0.05)). (default: ${default})" default:"0.3"`
+	Hidden                string        `name:"hidden" help:"dnn: widths of the MLP's hidden (ReLU) layers, a comma list; empty: none. (default: ${default})" default:"64,32"`
+	DenseOptimizer        string        `name:"dense_optimizer" help:"dnn: the optimizer of the dense parameters (on the worker; with several workers their gradients are averaged by an allreduce on PS 0 first). (default: ${default})" default:"adam" enum:"adam,adagrad"`
+	DenseLearningRate     float64       `name:"dense_learning_rate" help:"dnn: the dense optimizer's learning rate. (default: ${default})" default:"0.01"`
+	LocalPS               int           `name:"local_ps" help:"dnn with --num_ps 0: parameter servers to start in this process, each on a loopback gRPC listener (the demo's cluster). (default: ${default})" default:"2"`
+	PSTimeout             time.Duration `name:"ps_timeout" help:"dnn: the deadline of each parameter server call (lookup, apply, save, restore, barrier), and the longest a worker waits for the others at the dense allreduce. (default: ${default})" default:"30s"`
+	DemoExamples          int           `name:"demo_examples" help:"Demo only: examples of the generated training set (its evaluation set has a quarter as many). (default: ${default})" default:"100000"`
+	DemoSeed              int           `name:"demo_seed" help:"Demo only: seed of the generated click log's ground truth and examples. (default: ${default})" default:"42"`
+	ControllerAddr        string        `name:"controller_addr" help:"Listen address of the controller hook server (StopTraining, ResumeTraining, SaveCheckpoint, GetTrainingStatus; its address goes to <model_dir>/controller_server_addr.txt), on the chief. The reference listens on every interface: give :0. (default: ${default})" default:"127.0.0.1:0"`
+	StatusAddr            string        `name:"status_addr" help:"Listen address of the worker's status endpoint: /metrics (Prometheus: loss, AUC, examples/s, PS lookup latency, step phase times), /healthz, /debug/pprof/. Empty: none. (default: ${default})" default:"127.0.0.1:0"`
+	DiscoveryTimeout      time.Duration `name:"discovery_timeout" help:"How long to wait for this worker's registration to show in the service discovery's answers, and (dnn) for the --num_ps parameter servers to be registered and healthy. (default: ${default})" default:"1m"`
+	LogLevel              string        `name:"log_level" help:"Least level of the log on stderr (progress is logged at info). (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
 
 // PSFlags: cmd/ps's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags: --index, --num_ps, the discovery): the parameter server's listener, tables, limits and status endpoint
