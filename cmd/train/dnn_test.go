@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
@@ -250,5 +253,55 @@ func TestStatusMetrics(t *testing.T) {
 		if !want.Match(body) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// startServers starts n parameter servers in the test's process, stopped when it ends.
+func startServers(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for i := 0; i < n; i++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: n, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.Stop(ctx)
+		})
+		addrs = append(addrs, r.Addr())
+	}
+	return addrs
+}
+
+// A worker finds parameter servers of other processes through Primus' TF_CONFIG, creates its
+// tables there and trains; a new job (a model dir without a checkpoint) on servers that hold a
+// job's tables is refused, naming a table and its entries, where restoring a checkpoint replaces
+// what they hold.
+func TestDNNOnParameterServersOfTheJob(t *testing.T) {
+	leakcheck.Check(t)
+	addrs := startServers(t, 2)
+	tfConfig := `--tf_config={"cluster":{"chief":["127.0.0.1:2240"],"worker":[],"ps":["` + strings.Join(addrs, `","`) + `"]},"task":{"type":"chief","index":0}}`
+	args := withArgs(dnnSmall, "--discovery_type=primus", tfConfig, "--num_ps=2")
+	dir := t.TempDir()
+	r := runOK(t, withArgs(args, "--model_dir="+dir)...)
+	if !strings.Contains(r.stdout, "  ps           2 parameter servers from the service discovery: "+strings.Join(addrs, ", ")) {
+		t.Errorf("stdout does not name the servers %v:\n%s", addrs, r.stdout)
+	}
+	checkCheckpoint(t, dir, 8, 2)
+
+	r = start(t, withArgs(args, "--model_dir="+t.TempDir()), nil)()
+	if r.code != 1 || !regexp.MustCompile(`train: ps 0 \(127\.0\.0\.1:\d+\): table "slot_1" holds \d+ entries, and --model_dir has no checkpoint`).MatchString(r.stderr) {
+		t.Errorf("a new job on the servers: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+
+	r = runOK(t, withArgs(args, "--model_dir="+dir, "--epochs=2", "--steps=2")...)
+	if _, _, steps := r.final(t); steps != 10 {
+		t.Errorf("resumed: steps %d, want 10", steps)
 	}
 }

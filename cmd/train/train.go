@@ -400,6 +400,11 @@ func fit(ctx context.Context, rc *runconfig.RunnerConfig, f cputrainingspec.Trai
 	if err != nil {
 		return err
 	}
+	if w != nil && r.chief() && !found {
+		if err := w.checkFresh(ctx); err != nil {
+			return err
+		}
+	}
 	var skip func() int64
 	if w != nil {
 		// An interrupted dnn job resumes where its input was: the restored step's batches are

@@ -334,6 +334,27 @@ func (w *worker) awaitChief(ctx context.Context) error {
 	return w.sync.start(ctx)
 }
 
+// checkFresh fails when the chief starts a job without a checkpoint on parameter servers whose
+// tables hold entries already (an earlier job's: a job owns its servers; restoring a checkpoint
+// replaces what they hold).
+func (w *worker) checkFresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.f.PSTimeout)
+	defer cancel()
+	stats, err := w.router.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("parameter server stats: %w", err)
+	}
+	for i, st := range stats {
+		for _, t := range st.GetTables() {
+			if t.GetEntries() > 0 {
+				return fmt.Errorf("ps %d (%s): table %q holds %d entries, and --model_dir has no checkpoint: the servers hold an earlier job's tables (start new parameter servers for a new job)",
+					i, w.router.Client(i).Addr(), t.GetName(), t.GetEntries())
+			}
+		}
+	}
+	return nil
+}
+
 // report prints the training's throughput and where its time went.
 func (w *worker) report(out io.Writer, st *status) {
 	s := w.model.Stats()
