@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/hooks/server"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
+	"github.com/monolith-go/monolith/pkg/hooks/controller"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
@@ -211,7 +215,7 @@ func TestDNNOnFiles(t *testing.T) {
 func TestStatusMetrics(t *testing.T) {
 	leakcheck.Check(t)
 	probe := newProbe(120)
-	wait, out := startOut(t, withArgs(endless, "--model_dir="+t.TempDir(), "--log_step_count_steps=50"), nil, probe)
+	wait, out, _ := startOut(t, withArgs(endless, "--model_dir="+t.TempDir(), "--log_step_count_steps=50"), nil, probe)
 	probe.wait(t, wait)
 	defer func() {
 		close(probe.stop)
@@ -304,4 +308,138 @@ func TestDNNOnParameterServersOfTheJob(t *testing.T) {
 	if _, _, steps := r.final(t); steps != 10 {
 		t.Errorf("resumed: steps %d, want 10", steps)
 	}
+}
+
+// startJob starts the chief and worker 1 of a job in the test's process, on the parameter servers
+// addrs (Primus' TF_CONFIG names them and the workers' roles).
+func startJob(t *testing.T, addrs []string, args ...string) (chief, worker func() result, chiefLog *syncbuf.Buffer) {
+	t.Helper()
+	tfConfig := func(typ string) string {
+		return fmt.Sprintf(`--tf_config={"cluster":{"chief":["127.0.0.1:2250"],"worker":["127.0.0.1:2251"],"ps":["%s"]},"task":{"type":%q,"index":0}}`,
+			strings.Join(addrs, `","`), typ)
+	}
+	common := append([]string{"--discovery_type=primus", "--num_ps=2", "--num_workers=2", "--ps_timeout=2s"}, args...)
+	worker = start(t, withArgs(common, tfConfig("worker")), nil)
+	chief, _, chiefLog = startOut(t, withArgs(common, tfConfig("chief")), nil)
+	return chief, worker, chiefLog
+}
+
+// Two workers of a job (here in one process, on parameter servers of the test's) train in step:
+// with unequal shares of the input both stop when the first share ends; a StopTraining holds both
+// (worker 1 at the barrier, the chief waiting for it) until ResumeTraining; a worker that fails
+// makes the other fail too, told why or at its deadline.
+func TestTwoWorkers(t *testing.T) {
+	leakcheck.Check(t)
+	dir := t.TempDir()
+	g, err := synth.New(demoConfig(5, modelDNN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := g.Write(synth.WriteOptions{Dir: dir, Name: "train", Files: 3, Examples: 1800, Stream: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval, err := g.Write(synth.WriteOptions{Dir: dir, Name: "eval", Examples: 300, Stream: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy of file 1 with a record near its end broken, named to sort after the others.
+	corrupt := filepath.Join(dir, "z-corrupt.tfrecord")
+	fi, err := os.Stat(train[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFlipped(t, train[1], corrupt, int(fi.Size())-300)
+	files := func(train ...string) []string {
+		return []string{"--train_data=" + strings.Join(train, ","), "--eval_data=" + eval[0], "--batch_size=100"}
+	}
+
+	t.Run("unequal shares", func(t *testing.T) {
+		// Worker 0 has files 0 and 2 (12 batches), worker 1 file 1 (6 batches).
+		chief, worker, _ := startJob(t, startServers(t, 2), withArgs(files(train...), "--epochs=1", "--model_dir="+t.TempDir())...)
+		w, c := worker(), chief()
+		if w.code != 0 || c.code != 0 {
+			t.Fatalf("exit %d and %d; stderr:\n%s\n%s", c.code, w.code, c.stderr, w.stderr)
+		}
+		if _, _, steps := c.final(t); steps != 6 || !strings.Contains(w.stdout, "trained steps=6 (the chief evaluates)") {
+			t.Errorf("chief: %d steps, worker:\n%s\nwant both at 6", steps, w.stdout)
+		}
+	})
+
+	t.Run("stop and resume", func(t *testing.T) {
+		dir := t.TempDir()
+		chief, worker, chiefLog := startJob(t, startServers(t, 2), withArgs(files(train...), "--epochs=1000", "--max_steps=400", "--model_dir="+dir)...)
+		client := dialController(t, dir)
+		defer client.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := client.StopTraining(ctx, &pb.StopTrainingRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			st, err := client.GetBlockStatus(ctx, &pb.GetBlockStatusRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.GetBlockedIndices()) == 2 {
+				break // 0: the barrier, 1: worker 1 waiting at it
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The chief, at the step gate without worker 1, waits for the barrier's removal.
+		for !strings.Contains(chiefLog.String(), `msg="the job's barrier is placed: waiting for its removal"`) {
+			if ctx.Err() != nil {
+				t.Fatalf("the chief does not wait for the barrier's removal; stderr:\n%s", chiefLog.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := client.ResumeTraining(ctx, &pb.ResumeTrainingRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		w, c := worker(), chief()
+		if w.code != 0 || c.code != 0 {
+			t.Fatalf("exit %d and %d; stderr:\n%s\n%s", c.code, w.code, c.stderr, w.stderr)
+		}
+		if _, _, steps := c.final(t); steps != 400 || !strings.Contains(w.stdout, "trained steps=400 ") {
+			t.Errorf("chief: %d steps, worker:\n%s\nwant both at 400", steps, w.stdout)
+		}
+	})
+
+	t.Run("a worker fails", func(t *testing.T) {
+		// Worker 1's file is corrupt: it fails in its 6th step.
+		chief, worker, _ := startJob(t, startServers(t, 2), withArgs(files(train[0], corrupt), "--model_dir="+t.TempDir())...)
+		w, c := worker(), chief()
+		if w.code != 2 || !strings.Contains(w.stderr, "train: training input: dataset: "+corrupt) {
+			t.Errorf("worker 1: exit %d, want 2 naming the corrupt file; stderr:\n%s", w.code, w.stderr)
+		}
+		t.Logf("chief: %q", lastLine(c.stderr))
+		if c.code != 1 || !regexp.MustCompile(`train: .*(aborted by worker 1: .*z-corrupt\.tfrecord|waiting for the other workers before step)`).MatchString(c.stderr) {
+			t.Errorf("chief: exit %d, want 1 with worker 1's failure or the wait for it; stderr:\n%s", c.code, c.stderr)
+		}
+	})
+}
+
+// dialController connects to the controller of the chief training in dir, once it serves.
+func dialController(t *testing.T, dir string) *controller.Client {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := controller.ReadAddr(dir); err == nil {
+			c, err := controller.DialModelDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no controller address in %s after a minute", dir)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lastLine is s's last line.
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
 }

@@ -65,22 +65,22 @@ func (r result) final(t *testing.T) (auc, loss float64, steps int64) {
 // start runs the command in the background with env as its environment and hooks in its loop.
 func start(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Hook) (wait func() result) {
 	t.Helper()
-	wait, _ = startOut(t, args, env, hooks...)
+	wait, _, _ = startOut(t, args, env, hooks...)
 	return wait
 }
 
-// startOut is start, also returning the run's stdout as it is written.
-func startOut(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Hook) (wait func() result, out *syncbuf.Buffer) {
+// startOut is start, also returning the run's stdout and stderr as they are written.
+func startOut(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Hook) (wait func() result, stdout, stderr *syncbuf.Buffer) {
 	t.Helper()
 	if env == nil {
 		env = trainenv.Env{}
 	}
-	var stdout, stderr syncbuf.Buffer
+	stdout, stderr = new(syncbuf.Buffer), new(syncbuf.Buffer)
 	exported := map[string]string{}
 	done := make(chan int, 1)
 	setenv := func(k, v string) error { exported[k] = v; return nil }
 	go func() {
-		done <- run(context.Background(), args, &stdout, &stderr, deps{env: env, setenv: setenv, hooks: hooks})
+		done <- run(context.Background(), args, stdout, stderr, deps{env: env, setenv: setenv, hooks: hooks})
 	}()
 	return func() result {
 		t.Helper()
@@ -91,7 +91,7 @@ func startOut(t *testing.T, args []string, env trainenv.Env, hooks ...runhook.Ho
 			t.Fatalf("the run did not end; stderr:\n%s", stderr.String())
 			return result{}
 		}
-	}, &stdout
+	}, stdout, stderr
 }
 
 // runOK runs the command to its end and requires exit status 0.
