@@ -106,6 +106,10 @@ func newTable(t testing.TB, cfg Config) *Table {
 func mustLookup(t testing.TB, tb *Table, ids []int64) ([]float32, int) {
 	t.Helper()
 	out := make([]float32, len(ids)*tb.Dim())
+	// Not zeros: a lookup must write the zeros of ids without an entry itself.
+	for i := range out {
+		out[i] = -7
+	}
 	hits, err := tb.Lookup(ids, out)
 	if err != nil {
 		t.Fatalf("Lookup: %v", err)

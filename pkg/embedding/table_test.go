@@ -116,6 +116,8 @@ func TestTableMatchesOracle(t *testing.T) {
 		// An odd slot (header and 3 floats) is padded to keep headers 8-byte aligned.
 		{name: "sgd dim 3", dim: 3, stripes: 2, workers: 1, idRange: 500, batch: 100, rounds: 100},
 		{name: "adagrad dim 8 many stripes", dim: 8, adagrad: true, stripes: 16, workers: 1, idRange: 2000, batch: 300, rounds: 100},
+		// Header and embedding over more than two cache lines.
+		{name: "adagrad dim 29", dim: 29, adagrad: true, stripes: 8, workers: 2, idRange: 3000, batch: 500, rounds: 60},
 		{name: "adagrad parallel batches", dim: 3, adagrad: true, stripes: 64, workers: 4, idRange: 40000, batch: 9000, rounds: 20},
 		{name: "negative and slot ids with per-slot expiry", dim: 2, stripes: 4, workers: 2, idRange: 5000, batch: 5000, rounds: 40, slotExpr: true},
 	}
