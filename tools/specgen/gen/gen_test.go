@@ -171,3 +171,61 @@ flags:
 		t.Errorf("BUILD.bazel lacks the embedded package's dep:\n%s", build)
 	}
 }
+
+// TestWhatAPackageHolds: a spec with nothing to generate emits no package; one whose module has
+// Python cases gets a parity test replaying them; one with configs gets its code and doc.go.
+func TestWhatAPackageHolds(t *testing.T) {
+	root := t.TempDir()
+	goldens := filepath.Join(root, "parity", "goldens", "python", "demo")
+	if err := os.MkdirAll(goldens, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(goldens, "c1.json"), []byte(`{"module": "x/cased", "case": "c1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parity := "parity:\n  - {symbol: f, status: not_applicable, why: no}\n"
+	tests := []struct {
+		name, path, src string
+		want, notWant  []string
+	}{
+		{name: "nothing to generate", path: "specs/x/empty.yaml", src: "module: monolith/x/empty.py\ngo_package: pkg/demo\n" + parity,
+			notWant: []string{"gen/spec/x/empty/BUILD.bazel", "gen/spec/x/empty/doc.go"}},
+		{name: "python cases", path: "specs/x/cased.yaml", src: "module: monolith/x/cased.py\ngo_package: pkg/demo\n" + parity,
+			want:    []string{"gen/spec/x/cased/parity_test.go", "gen/spec/x/cased/BUILD.bazel"},
+			notWant: []string{"gen/spec/x/cased/doc.go"}},
+		{name: "configs", path: "specs/x/demo.yaml", src: minimalSpec,
+			want:    []string{"gen/spec/x/demo/config.go", "gen/spec/x/demo/doc.go"},
+			notWant: []string{"gen/spec/x/demo/parity_test.go"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := spec.Parse(tc.path, []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, err := Generate(root, []*spec.Spec{s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.want {
+				if files[p] == nil {
+					t.Errorf("no %s; got %v", p, SortedPaths(files))
+				}
+			}
+			for _, p := range tc.notWant {
+				if files[p] != nil {
+					t.Errorf("unexpected %s", p)
+				}
+			}
+			if pt := files["gen/spec/x/cased/parity_test.go"]; pt != nil {
+				if !strings.Contains(string(pt), `paritytest.Module(t, "x/cased")`) {
+					t.Errorf("parity_test.go does not replay x/cased:\n%s", pt)
+				}
+				b := string(files["gen/spec/x/cased/BUILD.bazel"])
+				if strings.Contains(b, "go_library") || !strings.Contains(b, `"//parity/goldens/python:files"`) {
+					t.Errorf("BUILD of a test-only package:\n%s", b)
+				}
+			}
+		})
+	}
+}
