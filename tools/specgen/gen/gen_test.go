@@ -186,7 +186,7 @@ func TestWhatAPackageHolds(t *testing.T) {
 	parity := "parity:\n  - {symbol: f, status: not_applicable, why: no}\n"
 	tests := []struct {
 		name, path, src string
-		want, notWant  []string
+		want, notWant   []string
 	}{
 		{name: "nothing to generate", path: "specs/x/empty.yaml", src: "module: monolith/x/empty.py\ngo_package: pkg/demo\n" + parity,
 			notWant: []string{"gen/spec/x/empty/BUILD.bazel", "gen/spec/x/empty/doc.go"}},
