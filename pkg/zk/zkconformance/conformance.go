@@ -31,6 +31,7 @@ func Run(t *testing.T, b Backend) {
 		fn   func(t *testing.T, b Backend, root string)
 	}{
 		{"crud", testCRUD},
+		{"empty data", testEmptyData},
 		{"errors", testErrors},
 		{"sequence", testSequence},
 		{"ephemeral lifetime", testEphemeral},
@@ -102,6 +103,26 @@ func testCRUD(t *testing.T, b Backend, root string) {
 	must(t, c.Delete(cx, root, zk.DeleteOptions{Recursive: true}))
 	if st, err := c.Exists(cx, root); err != nil || st != nil {
 		t.Fatalf("exists after recursive delete: %v %v", st, err)
+	}
+}
+
+// testEmptyData: a node written without data reads back as b"" (an empty, non-nil slice), as
+// kazoo writes it; "no data" (nil, length -1 on the wire) is what kazoo reads as None.
+func testEmptyData(t *testing.T, b Backend, root string) {
+	c, cx := newClient(t, b), ctx(t)
+	_, err := c.Create(cx, root+"/made/leaf", nil, zk.CreateOptions{MakePath: true})
+	must(t, err)
+	must(t, c.EnsurePath(cx, root+"/ensured"))
+	_, err = c.Create(cx, root+"/set", []byte("v"), zk.CreateOptions{})
+	must(t, err)
+	_, err = c.Set(cx, root+"/set", nil, zk.AnyVersion)
+	must(t, err)
+	for _, p := range []string{root, root + "/made", root + "/made/leaf", root + "/ensured", root + "/set"} {
+		data, st, err := c.Get(cx, p)
+		must(t, err)
+		if data == nil || len(data) != 0 || st.DataLength != 0 {
+			t.Errorf("%s: data %#v (nil: %v), length %d; want b\"\"", p, data, data == nil, st.DataLength)
+		}
 	}
 }
 

@@ -67,7 +67,7 @@ func (c *Client) ensureEphemeral(ctx context.Context, path string, data []byte) 
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		err := c.call(ctx, func() error {
-			_, err := c.conn.Create(full, data, gozk.FlagEphemeral, c.opts.ACL)
+			_, err := c.conn.Create(full, wireData(data), gozk.FlagEphemeral, c.opts.ACL)
 			return err
 		})
 		if err == nil {
@@ -88,7 +88,7 @@ func (c *Client) ensureEphemeral(ctx context.Context, path string, data []byte) 
 		}
 		if st.EphemeralOwner == c.conn.SessionID() {
 			_, err := write(ctx, c, "register_ephemeral", path, func() (*gozk.Stat, error) {
-				return c.conn.Set(full, data, -1)
+				return c.conn.Set(full, wireData(data), -1)
 			})
 			return err
 		}

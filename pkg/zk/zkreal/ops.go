@@ -95,6 +95,16 @@ func write[T any](ctx context.Context, c *Client, op, path string, fn func() (T,
 	return v, mapErr(op, path, err, true)
 }
 
+// wireData is what a write sends for data: never nil. go-zookeeper encodes a nil slice as length
+// -1 (no data), which kazoo reads back as None where the reference, writing b"", reads b""; Python
+// agents sharing these nodes expect b"".
+func wireData(data []byte) []byte {
+	if data == nil {
+		return []byte{}
+	}
+	return data
+}
+
 func convStat(s *gozk.Stat) zk.Stat {
 	if s == nil {
 		return zk.Stat{}
@@ -124,7 +134,7 @@ func (c *Client) Create(ctx context.Context, path string, data []byte, opts zk.C
 		flags |= gozk.FlagSequence
 	}
 	created, err := write(ctx, c, "create", path, func() (string, error) {
-		return c.conn.Create(c.full(path), data, flags, c.opts.ACL)
+		return c.conn.Create(c.full(path), wireData(data), flags, c.opts.ACL)
 	})
 	if err != nil {
 		return "", err
@@ -154,7 +164,7 @@ func (c *Client) Set(ctx context.Context, path string, data []byte, version int3
 		return zk.Stat{}, &zk.PathError{Op: "set", Path: path, Err: err}
 	}
 	st, err := write(ctx, c, "set", path, func() (*gozk.Stat, error) {
-		return c.conn.Set(c.full(path), data, version)
+		return c.conn.Set(c.full(path), wireData(data), version)
 	})
 	return convStat(st), err
 }
@@ -250,7 +260,7 @@ func (c *Client) ensureFull(ctx context.Context, full string) error {
 		return err
 	}
 	err = c.call(ctx, func() error {
-		_, err := c.conn.Create(full, nil, 0, c.opts.ACL)
+		_, err := c.conn.Create(full, wireData(nil), 0, c.opts.ACL)
 		return err
 	})
 	if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
