@@ -29,102 +29,18 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alecthomas/kong"
-
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
+	faketfsspec "github.com/monolith-go/monolith/gen/spec/go/fake_tfs"
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/tfs/faketfs"
 )
 
-// tfsVersion is --version: alone it asks for the build (printVersion); --version=value is
-// Monolith's TF Serving flag, accepted and ignored.
-type tfsVersion string
-
-// printVersion is the value of a --version given without a value.
-const printVersion tfsVersion = "\x00print"
-
-func (v *tfsVersion) Decode(ctx *kong.DecodeContext) error {
-	if ctx.Scan.Peek().Type == kong.FlagValueToken {
-		*v = tfsVersion(fmt.Sprint(ctx.Scan.Pop().Value))
-		return nil
-	}
-	*v = printVersion
-	return nil
-}
-
-func (tfsVersion) IsBool() bool { return true }
-
-// ignored is a flag accepted for compatibility and ignored: --name and --name=anything.
-type ignored string
-
-func (i *ignored) Decode(ctx *kong.DecodeContext) error {
-	if ctx.Scan.Peek().Type == kong.FlagValueToken {
-		*i = ignored(fmt.Sprint(ctx.Scan.Pop().Value))
-	}
-	return nil
-}
-
-func (ignored) IsBool() bool { return true }
-
 // flags is the command line: the TF Serving flags the fake uses, those it accepts and ignores,
-// its own (prefixed fake_), and the project's common ones (--version, --log_format).
+// its own (prefixed fake_) (specs/go/fake_tfs.yaml), and --log_format. --version is TF Serving's:
+// alone it prints the build, with a value it is ignored.
 type flags struct {
 	cli.LogFlags
-	Version                        tfsVersion `name:"version" group:"TF Serving" help:"Alone: print the build and exit. With a value (--version=v1.2, Monolith's TF Serving flag the agent passes): ignored."`
-	Port                           int        `name:"port" default:"8500" group:"TF Serving" help:"gRPC port (0: a free port)."`
-	RestAPIPort                    int        `name:"rest_api_port" default:"0" group:"TF Serving" help:"REST API port; accepted, the fake serves no REST API."`
-	ModelConfigFile                string     `name:"model_config_file" group:"TF Serving" help:"ModelServerConfig in text format to load at start."`
-	ModelConfigFilePollWaitSeconds int        `name:"model_config_file_poll_wait_seconds" default:"0" group:"TF Serving" help:"Seconds between re-reads of --model_config_file; 0 reads it once."`
-	ModelName                      string     `name:"model_name" default:"default" group:"TF Serving" help:"Model to serve when there is no --model_config_file."`
-	ModelBasePath                  string     `name:"model_base_path" group:"TF Serving" help:"Base path of --model_name (never read: versions are simulated); serves version 1."`
-
-	GRPCSocketPath                         ignored `name:"grpc_socket_path" group:"TF Serving, ignored" help:"Ignored."`
-	RestAPINumThreads                      ignored `name:"rest_api_num_threads" group:"TF Serving, ignored" help:"Ignored."`
-	RestAPITimeoutInMs                     ignored `name:"rest_api_timeout_in_ms" group:"TF Serving, ignored" help:"Ignored."`
-	EnableBatching                         ignored `name:"enable_batching" group:"TF Serving, ignored" help:"Ignored."`
-	AllowVersionLabelsForUnavailableModels ignored `name:"allow_version_labels_for_unavailable_models" group:"TF Serving, ignored" help:"Ignored."`
-	BatchingParametersFile                 ignored `name:"batching_parameters_file" group:"TF Serving, ignored" help:"Ignored."`
-	NumLoadThreads                         ignored `name:"num_load_threads" group:"TF Serving, ignored" help:"Ignored."`
-	NumUnloadThreads                       ignored `name:"num_unload_threads" group:"TF Serving, ignored" help:"Ignored."`
-	MaxNumLoadRetries                      ignored `name:"max_num_load_retries" group:"TF Serving, ignored" help:"Ignored."`
-	LoadRetryIntervalMicros                ignored `name:"load_retry_interval_micros" group:"TF Serving, ignored" help:"Ignored."`
-	FileSystemPollWaitSeconds              ignored `name:"file_system_poll_wait_seconds" group:"TF Serving, ignored" help:"Ignored: base paths are never read."`
-	FlushFilesystemCaches                  ignored `name:"flush_filesystem_caches" group:"TF Serving, ignored" help:"Ignored."`
-	TensorflowSessionParallelism           ignored `name:"tensorflow_session_parallelism" group:"TF Serving, ignored" help:"Ignored."`
-	TensorflowIntraOpParallelism           ignored `name:"tensorflow_intra_op_parallelism" group:"TF Serving, ignored" help:"Ignored."`
-	TensorflowInterOpParallelism           ignored `name:"tensorflow_inter_op_parallelism" group:"TF Serving, ignored" help:"Ignored."`
-	SSLConfigFile                          ignored `name:"ssl_config_file" group:"TF Serving, ignored" help:"Ignored: the fake serves plaintext only."`
-	PlatformConfigFile                     ignored `name:"platform_config_file" group:"TF Serving, ignored" help:"Ignored."`
-	PerProcessGPUMemoryFraction            ignored `name:"per_process_gpu_memory_fraction" group:"TF Serving, ignored" help:"Ignored."`
-	AllowGrowth                            ignored `name:"allow_growth" group:"TF Serving, ignored" help:"Ignored."`
-	SavedModelTags                         ignored `name:"saved_model_tags" group:"TF Serving, ignored" help:"Ignored."`
-	GRPCChannelArguments                   ignored `name:"grpc_channel_arguments" group:"TF Serving, ignored" help:"Ignored."`
-	GRPCMaxThreads                         ignored `name:"grpc_max_threads" group:"TF Serving, ignored" help:"Ignored."`
-	EnableModelWarmup                      ignored `name:"enable_model_warmup" group:"TF Serving, ignored" help:"Ignored."`
-	MonitoringConfigFile                   ignored `name:"monitoring_config_file" group:"TF Serving, ignored" help:"Ignored."`
-	RemoveUnusedFieldsFromBundleMetagraph  ignored `name:"remove_unused_fields_from_bundle_metagraph" group:"TF Serving, ignored" help:"Ignored."`
-	EnableSignatureMethodNameCheck         ignored `name:"enable_signature_method_name_check" group:"TF Serving, ignored" help:"Ignored."`
-	XLACPUCompilationEnabled               ignored `name:"xla_cpu_compilation_enabled" group:"TF Serving, ignored" help:"Ignored."`
-	EnableProfiler                         ignored `name:"enable_profiler" group:"TF Serving, ignored" help:"Ignored."`
-
-	ArchonRPCPSM                  ignored `name:"archon_rpc_psm" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonRPCCluster              ignored `name:"archon_rpc_cluster" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonPort                    ignored `name:"archon_port" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonEntryToPSRPCTimeout     ignored `name:"archon_entry_to_ps_rpc_timeout" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonEntryToPSLongConnNum    ignored `name:"archon_entry_to_ps_long_conn_num" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonEntryToPSRPCRetry       ignored `name:"archon_entry_to_ps_rpc_retry" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonAsyncDispatcherThreads  ignored `name:"archon_async_dispatcher_threads" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ArchonEntryToPSLongConnEnable ignored `name:"archon_entry_to_ps_long_conn_enable" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	MetricsNamespacePrefix        ignored `name:"metrics_namespace_prefix" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	LogConf                       ignored `name:"log_conf" group:"Monolith TF Serving, ignored" help:"Ignored."`
-	ConfFile                      ignored `name:"conf_file" group:"Monolith TF Serving, ignored" help:"Ignored."`
-
-	Host               string        `name:"fake_host" default:"" group:"Fake" help:"Address to listen on; empty: every interface (IPv4 and IPv6), as TF Serving."`
-	StepInterval       time.Duration `name:"fake_step_interval" default:"10ms" group:"Fake" help:"Each version moves one state (UNKNOWN -> START -> LOADING -> AVAILABLE, UNLOADING -> END) per interval."`
-	NewVersionInterval time.Duration `name:"fake_new_version_interval" default:"30s" group:"Fake" help:"Adds version last+1 to a random model (not specific) this often, as the reference fake does; 0 never."`
-	Seed               uint64        `name:"fake_seed" default:"0" group:"Fake" help:"Seed of the random choice of the model that gets a new version."`
-	ShutdownGrace      time.Duration `name:"fake_shutdown_grace" default:"5s" group:"Fake" help:"On SIGTERM/SIGINT, how long in-flight RPCs may take before connections are closed."`
-	LogLevel           string        `name:"fake_log_level" default:"info" enum:"debug,info,warn,error" group:"Fake" help:"Log level (${enum})."`
+	faketfsspec.FakeTFSFlags
 }
 
 func main() {
@@ -143,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	if code, done := cli.Parse("fake_tfs", description, &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	if c.Version == printVersion {
+	if c.Version == faketfsspec.PrintVersion {
 		fmt.Fprintln(stdout, cli.VersionLine("fake_tfs"))
 		return 0
 	}

@@ -14,21 +14,21 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	clispec "github.com/monolith-go/monolith/gen/spec/go/cli"
 	"github.com/monolith-go/monolith/internal/buildinfo"
 )
 
 // Common are the flags every command of the project has besides its own (the specs'): the build
-// it is (--version) and the format of its log (--log_format). Embed it in the flag struct.
+// it is (--version) and the format of its log (--log_format), as specs/go/cli.yaml declares them.
+// Embed it in the flag struct.
 type Common struct {
-	Version kong.VersionFlag `name:"version" help:"Print the build (module version, VCS revision and time, Go version) and exit."`
+	clispec.VersionFlags
 	LogFlags
 }
 
 // LogFlags is --log_format alone, for a command whose --version means something else (fake_tfs
 // takes TF Serving's command line).
-type LogFlags struct {
-	LogFormat string `name:"log_format" default:"text" enum:"text,json" help:"Format of the log on stderr: text (key=value) or json (one object a line) (default: ${default})."`
-}
+type LogFlags struct{ clispec.LogFlags }
 
 // Logger is the command's log on w at level, in the --log_format the command line chose.
 func (c LogFlags) Logger(w io.Writer, level slog.Leveler) *slog.Logger {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	clispec "github.com/monolith-go/monolith/gen/spec/go/cli"
 )
 
 type flags struct {
@@ -90,8 +92,8 @@ func TestLogger(t *testing.T) {
 		{"json", `"level":"WARN","msg":"hello","k":"v"}` + "\n"},
 	} {
 		var b bytes.Buffer
-		LogFlags{LogFormat: tc.format}.Logger(&b, slog.LevelInfo).Warn("hello", "k", "v")
-		LogFlags{LogFormat: tc.format}.Logger(&b, slog.LevelInfo).Debug("dropped")
+		LogFlags{clispec.LogFlags{LogFormat: tc.format}}.Logger(&b, slog.LevelInfo).Warn("hello", "k", "v")
+		LogFlags{clispec.LogFlags{LogFormat: tc.format}}.Logger(&b, slog.LevelInfo).Debug("dropped")
 		if !strings.HasSuffix(b.String(), tc.want) || strings.Count(b.String(), "\n") != 1 {
 			t.Errorf("%s: %q, want one record ending %q", tc.format, b.String(), tc.want)
 		}

@@ -30,6 +30,9 @@ func renderReport(specs []*spec.Spec, s harness.Summary) string {
 	bySpec := map[string]*spec.Spec{}
 	modules := map[string]bool{}
 	for _, sp := range specs {
+		if sp.Kind == spec.KindGo {
+			continue // no Python module to compare with
+		}
 		m := caseModule(sp.Module)
 		bySpec[m] = sp
 		modules[m] = true

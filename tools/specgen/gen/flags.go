@@ -11,17 +11,31 @@ import (
 func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
-	needTime := false
+	uses := map[string]bool{}
 	for _, fs := range s.Flags {
 		for _, f := range fs.Flags {
-			if f.Type == spec.FlagDuration {
-				needTime = true
-			}
+			uses[f.Type] = true
 		}
 	}
 	fmt.Fprintf(&b, "\npackage %s\n\n", pkg)
-	if needTime {
-		b.WriteString("import \"time\"\n\n")
+	var imports []string
+	if uses[spec.FlagDuration] {
+		imports = append(imports, `"time"`)
+	}
+	if uses[spec.FlagIgnored] || uses[spec.FlagVersionOrValue] {
+		imports = append([]string{`"fmt"`}, imports...)
+	}
+	if uses[spec.FlagVersion] || uses[spec.FlagIgnored] || uses[spec.FlagVersionOrValue] {
+		imports = append(imports, "", `"github.com/alecthomas/kong"`)
+	}
+	if len(imports) > 0 {
+		fmt.Fprintf(&b, "import (\n\t%s\n)\n\n", strings.Join(imports, "\n\t"))
+	}
+	if uses[spec.FlagIgnored] {
+		b.WriteString(ignoredSource)
+	}
+	if uses[spec.FlagVersionOrValue] {
+		b.WriteString(versionOrValueSource)
 	}
 	for i := range s.Flags {
 		fs := &s.Flags[i]
@@ -34,7 +48,8 @@ func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 		for j := range fs.Flags {
 			f := &fs.Flags[j]
 			goType := map[string]string{spec.FlagString: "string", spec.FlagPath: "string", spec.FlagEnum: "string",
-				spec.FlagInt: "int", spec.FlagFloat: "float64", spec.FlagBool: "bool", spec.FlagDuration: "time.Duration"}[f.Type]
+				spec.FlagInt: "int", spec.FlagUint: "uint64", spec.FlagFloat: "float64", spec.FlagBool: "bool", spec.FlagDuration: "time.Duration",
+				spec.FlagVersion: "kong.VersionFlag", spec.FlagIgnored: "Ignored", spec.FlagVersionOrValue: "VersionOrValue"}[f.Type]
 			if f.Optional {
 				goType = "*" + goType
 			}
@@ -56,6 +71,9 @@ func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 			if f.Type == spec.FlagPath {
 				tags = append(tags, `placeholder:"PATH"`)
 			}
+			if f.Group != "" {
+				tags = append(tags, fmt.Sprintf("group:%q", f.Group))
+			}
 			if f.Short != "" {
 				tags = append(tags, fmt.Sprintf("short:%q", f.Short))
 			}
@@ -68,3 +86,43 @@ func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 	}
 	return gofmt("flags.go", b.Bytes())
 }
+
+// ignoredSource is the type of flags of type ignored.
+const ignoredSource = `// Ignored is a flag accepted for compatibility and ignored: --name and --name=anything.
+type Ignored string
+
+// Decode takes the value when one is attached (--name=v), else nothing.
+func (i *Ignored) Decode(ctx *kong.DecodeContext) error {
+	if ctx.Scan.Peek().Type == kong.FlagValueToken {
+		*i = Ignored(fmt.Sprint(ctx.Scan.Pop().Value))
+	}
+	return nil
+}
+
+// IsBool lets the flag stand alone.
+func (Ignored) IsBool() bool { return true }
+
+`
+
+// versionOrValueSource is the type of flags of type version_or_value.
+const versionOrValueSource = `// VersionOrValue is a --version that alone asks for the build (PrintVersion) and with a value
+// (another program's --version=v1.2) is accepted and ignored.
+type VersionOrValue string
+
+// PrintVersion is the value of the flag given without a value.
+const PrintVersion VersionOrValue = "\x00print"
+
+// Decode takes the value when one is attached (--version=v), else PrintVersion.
+func (v *VersionOrValue) Decode(ctx *kong.DecodeContext) error {
+	if ctx.Scan.Peek().Type == kong.FlagValueToken {
+		*v = VersionOrValue(fmt.Sprint(ctx.Scan.Pop().Value))
+		return nil
+	}
+	*v = PrintVersion
+	return nil
+}
+
+// IsBool lets the flag stand alone.
+func (VersionOrValue) IsBool() bool { return true }
+
+`

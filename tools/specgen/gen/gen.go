@@ -97,7 +97,11 @@ func Generate(root string, specs []*spec.Spec) (Files, error) {
 }
 
 // PackageDir is the generated package directory of a spec: gen/spec/<python path without monolith/ and .py>.
+// A Go-only spec (specs/go/x.yaml) generates gen/spec/go/x.
 func PackageDir(s *spec.Spec) string {
+	if s.Kind == spec.KindGo {
+		return OutDir + "/" + strings.TrimSuffix(s.Path, ".yaml")
+	}
 	p := strings.TrimSuffix(strings.TrimPrefix(s.Module, "monolith/"), ".py")
 	return OutDir + "/" + p
 }
@@ -105,6 +109,9 @@ func PackageDir(s *spec.Spec) string {
 // PackageName is <python module basename, without underscores>spec, e.g. utilsspec.
 func PackageName(s *spec.Spec) string {
 	base := path.Base(strings.TrimSuffix(s.Module, ".py"))
+	if s.Kind == spec.KindGo {
+		base = path.Base(strings.TrimSuffix(s.Path, ".yaml"))
+	}
 	return strings.ReplaceAll(base, "_", "") + "spec"
 }
 
@@ -149,7 +156,11 @@ func renderPackage(all []*spec.Spec, s *spec.Spec, pkg string) (map[string][]byt
 	}
 	var b bytes.Buffer
 	b.WriteString(header)
-	fmt.Fprintf(&b, "\n// Package %s holds what specs/%s declares for %s (implemented by %s).\npackage %s\n", pkg, s.Path, s.Module, s.GoPackage, pkg)
+	what := s.Module
+	if s.Kind == spec.KindGo {
+		what = "this project alone (no Python module)"
+	}
+	fmt.Fprintf(&b, "\n// Package %s holds what specs/%s declares for %s (implemented by %s).\npackage %s\n", pkg, s.Path, what, s.GoPackage, pkg)
 	src, err := gofmt("doc.go", b.Bytes())
 	if err != nil {
 		return nil, err

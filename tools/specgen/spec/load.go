@@ -43,6 +43,9 @@ func LoadDir(dir string) ([]*Spec, error) {
 	}
 	seen := map[string]string{}
 	for _, s := range specs {
+		if s.Kind == KindGo {
+			continue // no module; the path names it
+		}
 		if prev, ok := seen[s.Module]; ok {
 			return nil, fmt.Errorf("specs/%s: module %s already specified by specs/%s", s.Path, s.Module, prev)
 		}

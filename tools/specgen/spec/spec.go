@@ -11,10 +11,22 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// Spec kinds.
+const (
+	// KindPython (the default) describes a Python module of the reference.
+	KindPython = "python"
+	// KindGo describes something of this project alone (the flags every command shares, a Go-only
+	// command): it lives under specs/go/, has no module and no parity section, and is not in the
+	// parity report.
+	KindGo = "go"
+)
+
 // Spec is one specs/**.yaml file.
 type Spec struct {
-	// Module is the Python module path, e.g. monolith/agent_service/utils.py.
-	Module string `yaml:"module" required:"true"`
+	// Kind is KindPython (default when absent) or KindGo.
+	Kind string `yaml:"kind"`
+	// Module is the Python module path, e.g. monolith/agent_service/utils.py (python specs only).
+	Module string `yaml:"module"`
 	// GoPackage is the hand-written package implementing it, relative to the repo root (pkg/agentconf).
 	GoPackage string   `yaml:"go_package" required:"true"`
 	Doc       string   `yaml:"doc"`
@@ -110,6 +122,16 @@ const (
 	FlagBool     = "bool"
 	FlagDuration = "duration"
 	FlagEnum     = "enum"
+	// FlagUint is a non-negative integer (uint64), e.g. a random seed.
+	FlagUint = "uint"
+	// FlagVersion prints the command's build and exits (kong.VersionFlag).
+	FlagVersion = "version"
+	// FlagIgnored is accepted for compatibility and ignored, given alone or with a value
+	// (--name, --name=anything): a generated Ignored type.
+	FlagIgnored = "ignored"
+	// FlagVersionOrValue alone prints the build and exits; with a value (another program's
+	// --version=v1.2) it is accepted and ignored: a generated VersionOrValue type.
+	FlagVersionOrValue = "version_or_value"
 )
 
 // Flag is one command-line flag.
@@ -122,6 +144,8 @@ type Flag struct {
 	Env     string     `yaml:"env"`
 	Enum    []string   `yaml:"enum"`
 	Short   string     `yaml:"short"`
+	// Group is the heading --help lists the flag under.
+	Group string `yaml:"group"`
 	// Aliases are other names the flag is also given by (--max_to_keep for
 	// --checkpoints_max_to_keep).
 	Aliases []string `yaml:"aliases"`
@@ -256,8 +280,27 @@ func validate(file string, s *Spec) error {
 	errAt := func(line int, format string, args ...any) error {
 		return &Error{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
-	if !strings.HasPrefix(s.Module, "monolith/") || !strings.HasSuffix(s.Module, ".py") {
-		return errAt(s.Line, "module %q: want monolith/....py", s.Module)
+	switch s.Kind {
+	case "", KindPython:
+		s.Kind = KindPython
+		if s.Module == "" {
+			return errAt(s.Line, "missing required key \"module\" (the Python module; only kind: go specs have none)")
+		}
+		if !strings.HasPrefix(s.Module, "monolith/") || !strings.HasSuffix(s.Module, ".py") {
+			return errAt(s.Line, "module %q: want monolith/....py", s.Module)
+		}
+	case KindGo:
+		if !strings.HasPrefix(file, "specs/go/") {
+			return errAt(s.Line, "kind go: the spec must live under specs/go/, not %s", file)
+		}
+		if s.Module != "" {
+			return errAt(s.Line, "kind go: no module (%q): a Go-only spec describes no Python module", s.Module)
+		}
+		if len(s.Parity) > 0 {
+			return errAt(s.Line, "kind go: no parity section: there is no Python reference to compare with")
+		}
+	default:
+		return errAt(s.Line, "kind %q: want python or go", s.Kind)
 	}
 	configs := map[string]*Config{}
 	for i := range s.Configs {
@@ -320,7 +363,11 @@ func validate(file string, s *Spec) error {
 				names[n] = f.Line
 			}
 			switch f.Type {
-			case FlagString, FlagPath, FlagInt, FlagFloat, FlagBool, FlagDuration:
+			case FlagVersion, FlagIgnored, FlagVersionOrValue:
+				if f.Default != nil || f.Optional || f.Env != "" || len(f.Enum) > 0 {
+					return errAt(f.Line, "flag %q: type %s takes no default, optional, env or enum", f.Name, f.Type)
+				}
+			case FlagString, FlagPath, FlagInt, FlagUint, FlagFloat, FlagBool, FlagDuration:
 				if len(f.Enum) > 0 {
 					return errAt(f.Line, "flag %q: enum values given for type %s", f.Name, f.Type)
 				}
@@ -329,7 +376,7 @@ func validate(file string, s *Spec) error {
 					return errAt(f.Line, "flag %q: type enum needs enum values", f.Name)
 				}
 			default:
-				return errAt(f.Line, "flag %q: unknown type %q (want string, path, int, float, bool, duration or enum)", f.Name, f.Type)
+				return errAt(f.Line, "flag %q: unknown type %q (want string, path, int, uint, float, bool, duration, enum, version, ignored or version_or_value)", f.Name, f.Type)
 			}
 			if f.Default != nil && f.Default.Kind != yaml.ScalarNode {
 				return errAt(f.Line, "flag %q: default must be a scalar", f.Name)

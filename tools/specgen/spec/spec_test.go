@@ -30,11 +30,39 @@ func TestParseErrors(t *testing.T) {
 		{"bad foreign embed", head + "configs:\n  - name: C\n    embeds: [other#B]\n    fields:\n      - {name: a, type: int}\n", `want <spec path relative to specs/>.yaml#<config>`},
 		{"flag alias is another flag", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: x, type: int, help: h}\n      - {name: y, type: int, help: h, aliases: [x]}\n", `flags "a": duplicate flag "x" (first at line 7)`},
 		{"alias", "&a x: 1\n", `unknown key "x"`},
+		{"unknown kind", "kind: rust\n" + head, `kind "rust": want python or go`},
+		{"go kind outside specs/go", "kind: go\ngo_package: internal/cli\n", `kind go: the spec must live under specs/go/, not specs/t.yaml`},
+		{"version flag with default", head + "flags:\n  - command: a\n    go_name: A\n    flags:\n      - {name: version, type: version, default: x, help: h}\n", `type version takes no default`},
 		{"bad yaml", head + "configs: [\n", `specs/t.yaml:`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("specs/t.yaml", []byte(tc.body))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGoKind: a Go-only spec lives under specs/go/, has no module and no parity section.
+func TestGoKind(t *testing.T) {
+	tests := []struct {
+		name, path, body, want string
+	}{
+		{"valid", "specs/go/cli.yaml", "kind: go\ngo_package: internal/cli\nflags:\n  - command: all\n    go_name: A\n    flags:\n      - {name: v, type: version, help: h}\n      - {name: x, type: ignored, group: G, help: h}\n", ""},
+		{"module given", "specs/go/cli.yaml", "kind: go\nmodule: monolith/a.py\ngo_package: internal/cli\n", `kind go: no module ("monolith/a.py")`},
+		{"parity given", "specs/go/cli.yaml", "kind: go\ngo_package: internal/cli\nparity:\n  - {symbol: f, status: ported}\n", `kind go: no parity section`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(tc.path, []byte(tc.body))
+			if tc.want == "" {
+				if err != nil || s.Kind != KindGo {
+					t.Fatalf("Parse = %v, %v; want a go spec", s, err)
+				}
+				return
+			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Parse error = %v, want it to contain %q", err, tc.want)
 			}

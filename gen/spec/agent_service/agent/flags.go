@@ -2,7 +2,9 @@
 
 package agentspec
 
-import "time"
+import (
+	"time"
+)
 
 // AgentFlags: the flags agent.py defines.
 type AgentFlags struct {

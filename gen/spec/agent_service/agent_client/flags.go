@@ -2,7 +2,9 @@
 
 package agentclientspec
 
-import "time"
+import (
+	"time"
+)
 
 // AgentClientFlags: the flags agent_client.py reads: its own, and cmd_type / model_name / target of client.py (the agent conf comes from utils.ConfFlags).
 type AgentClientFlags struct {

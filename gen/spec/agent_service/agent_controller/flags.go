@@ -2,7 +2,9 @@
 
 package agentcontrollerspec
 
-import "time"
+import (
+	"time"
+)
 
 // AgentCtlFlags: the flags agent_controller.py defines.
 type AgentCtlFlags struct {

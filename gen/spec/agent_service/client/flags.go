@@ -2,7 +2,9 @@
 
 package clientspec
 
-import "time"
+import (
+	"time"
+)
 
 // ServingClientFlags: the flags client.py reads (its cmd_type values are shared with agent_client.py and tfs_client.py: every value but load and unload prints the status).
 type ServingClientFlags struct {

@@ -2,7 +2,9 @@
 
 package tfsclientspec
 
-import "time"
+import (
+	"time"
+)
 
 // TFSClientFlags: the flags tfs_client.py reads (its own and those of client.py it uses).
 type TFSClientFlags struct {

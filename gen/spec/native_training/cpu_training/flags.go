@@ -2,7 +2,9 @@
 
 package cputrainingspec
 
-import "time"
+import (
+	"time"
+)
 
 // TrainFlags: cmd/train's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags): the model, the input, the steps, the worker's role and parameter servers, and the demo's generated data
 type TrainFlags struct {
