@@ -74,6 +74,12 @@ func (c *cache) put(task, key string, meta datadef.ReplicaMeta, czxid int64) {
 		t.order = czxid
 	}
 	if r := t.replicas[key]; r != nil {
+		if czxid < r.czxid {
+			// An older node naming the same replica (1 beside 00000000001): the newer one stays,
+			// whatever order the reads come in, as the reference's watches (set in creation
+			// order) left it.
+			return
+		}
 		// A node re-created without its deletion being seen moves to its new place, as a
 		// DELETED then CREATED pair would move it in the reference.
 		r.meta, r.czxid = meta, czxid

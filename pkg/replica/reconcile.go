@@ -180,7 +180,10 @@ func (w *Watcher) scan(ctx context.Context) (*scan, error) {
 		}
 		task, key, _ := splitReplicaPath(paths[i])
 		mu.Lock()
-		sc.replicas[task+"/"+key] = r
+		// Of two nodes naming one replica (1 and 00000000001) the newer counts, as in the cache.
+		if prev, seen := sc.replicas[task+"/"+key]; !seen || r.czxid >= prev.czxid {
+			sc.replicas[task+"/"+key] = r
+		}
 		mu.Unlock()
 		return nil
 	})

@@ -703,3 +703,39 @@ func TestReplicaKey(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherDuplicateReplicaNames: two nodes naming the same replica (1 and 00000000001) share
+// one cache key; the newer node's data is cached whatever order the load reads them in, as the
+// reference's watches (set in creation order) left it. A later change of the older node does not
+// replace it; deleting either node removes the replica, as in the reference.
+func TestWatcherDuplicateReplicaNames(t *testing.T) {
+	leakcheck.Check(t)
+	const task = "/bz/service/mdl/ps:0"
+	for i := 0; i < 20; i++ { // the load reads children in parallel: any order must give the same
+		srv := zkfake.NewServer()
+		writer, client := srv.Client(), srv.Client()
+		put(t, writer, task+"/1", meta("old:1", avail))
+		put(t, writer, task+"/00000000001", meta("new:1", avail))
+		w := startWatcher(t, client, watcherConf(t, false), WatcherOptions{Parallelism: 4})
+		if got, want := summary(w), map[string][]string{task: {"1=AVAILABLE@new:1"}}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("load %d: cache %v, want %v", i, got, want)
+		}
+		if err := w.Reconcile(tctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := summary(w), map[string][]string{task: {"1=AVAILABLE@new:1"}}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("after a reconciliation: cache %v, want %v", got, want)
+		}
+		put(t, writer, task+"/1", meta("old:2", avail))
+		if got, want := summary(w), map[string][]string{task: {"1=AVAILABLE@new:1"}}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("after the older node changed: cache %v, want %v", got, want)
+		}
+		del(t, writer, task+"/1")
+		if got := summary(w); len(got) != 0 {
+			t.Fatalf("after a deletion: cache %v, want empty", got)
+		}
+		w.Stop()
+		writer.Close()
+		client.Close()
+	}
+}

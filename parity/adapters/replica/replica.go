@@ -1,13 +1,16 @@
 // Package replica adapts pkg/replica to the parity cases of monolith/agent_service/replica_manager.py.
-// Both scenarios run on zkfake, the port of the reference's FakeKazooClient.
+// Both scenarios run on zkfake, the port of the reference's FakeKazooClient, and on a real
+// ZooKeeper that the adapter starts for the case (zktest.Launch).
 package replica
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,21 +20,28 @@ import (
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/replica"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
+	"github.com/monolith-go/monolith/pkg/zk/zkreal"
+	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
 
 // Calls of the replica_manager goldens.
 const (
-	CallRegister = "ReplicaUpdater(FakeKazooClient, conf).register()"
-	CallWatch    = "ReplicaWatcher(FakeKazooClient seeded, conf).watch_data + queries (poll thread disabled)"
+	CallRegister     = "ReplicaUpdater(FakeKazooClient, conf).register()"
+	CallWatch        = "ReplicaWatcher(FakeKazooClient seeded, conf).watch_data + queries (poll thread disabled)"
+	CallRegisterReal = "ReplicaUpdater(real ZooKeeper, conf).register()"
+	CallWatchReal    = "ReplicaWatcher(real ZooKeeper seeded, conf).watch_data + queries (poll thread disabled)"
 )
 
 // Register adds the replica_manager.py calls.
 func Register(r *harness.Registry) {
-	r.Register(CallRegister, register)
-	r.Register(CallWatch, watch)
+	r.Register(CallRegister, func(c *harness.Ctx, in harness.Input) (any, error) { return register(c, in, false) })
+	r.Register(CallWatch, func(c *harness.Ctx, in harness.Input) (any, error) { return watch(c, in, false) })
+	r.Register(CallRegisterReal, func(c *harness.Ctx, in harness.Input) (any, error) { return register(c, in, true) })
+	r.Register(CallWatchReal, func(c *harness.Ctx, in harness.Input) (any, error) { return watch(c, in, true) })
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -42,6 +52,15 @@ func config(c *harness.Ctx, in harness.Input) (*agentconf.AgentConfig, error) {
 	var kw map[string]json.RawMessage
 	if err := in.Decode("conf_kwargs", &kw); err != nil {
 		return nil, err
+	}
+	return configFromKwargs(c, kw)
+}
+
+// configFromKwargs is config for conf_kwargs already read; the process environment must be the
+// one the config is made in.
+func configFromKwargs(c *harness.Ctx, kw map[string]json.RawMessage) (*agentconf.AgentConfig, error) {
+	if kw == nil {
+		kw = map[string]json.RawMessage{}
 	}
 	if _, ok := kw["bzid"]; !ok {
 		kw["bzid"] = json.RawMessage(`"bz"`)
@@ -67,13 +86,83 @@ func (noResolver) IPv6(context.Context) (string, error) {
 	return "", fmt.Errorf("no resolution in parity cases")
 }
 
-func register(c *harness.Ctx, in harness.Input) (any, error) {
+// other is an updater registered before the case's own ("before"): another replica of the
+// deployment, with its own config and environment.
+type other struct {
+	ConfKwargs map[string]json.RawMessage `json:"conf_kwargs"`
+	Env        map[string]string          `json:"env"`
+}
+
+// register replays ReplicaUpdater.register(): the seed written first, then the "before" updaters
+// registered (each in its own environment and, on a real ZooKeeper, its own session), then the
+// case's updater registered register_calls times, the "between" mutations applied before each
+// call after the first.
+func register(c *harness.Ctx, in harness.Input, real bool) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var (
+		seed    [][2]json.RawMessage
+		between []string
+		before  []other
+		calls   = 1
+		rawDump bool
+		err     error
+	)
+	if in.Has("seed") {
+		if err := in.Decode("seed", &seed); err != nil {
+			return nil, err
+		}
+	}
+	if in.Has("between") {
+		if err := in.Decode("between", &between); err != nil {
+			return nil, err
+		}
+	}
+	if in.Has("before") {
+		if err := in.Decode("before", &before); err != nil {
+			return nil, err
+		}
+	}
+	if in.Has("register_calls") {
+		if calls, err = in.Int("register_calls"); err != nil {
+			return nil, err
+		}
+	}
+	if in.Has("dump_raw") {
+		if rawDump, err = in.Bool("dump_raw"); err != nil {
+			return nil, err
+		}
+	}
+	zks, err := newZK(ctx, real)
+	if err != nil {
+		return nil, err
+	}
+	defer zks.close()
+	client, err := zks.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	writer, err := zks.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := seedNodes(ctx, writer, seed); err != nil {
+		return nil, err
+	}
+	for i, o := range before {
+		oc, err := zks.client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := registerOther(ctx, c, oc, o); err != nil {
+			return nil, fmt.Errorf("before[%d]: %w", i, err)
+		}
+	}
+
 	conf, err := config(c, in)
 	if err != nil {
 		return nil, err
 	}
-	client := zkfake.New()
-	defer client.Close()
 	u, err := replica.NewUpdater(client, conf, replica.UpdaterOptions{
 		Env: agentconf.MapEnv(c.Env), Resolver: noResolver{}, Logger: quiet})
 	if err != nil {
@@ -86,20 +175,84 @@ func register(c *harness.Ctx, in harness.Input) (any, error) {
 		"ps_path(1)":        u.PSPath(1),
 		"model_names":       orEmpty(u.ModelNames()),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := u.Register(ctx); err != nil {
-		return nil, err
+	for i := 0; i < calls; i++ {
+		if i > 0 {
+			for _, m := range between {
+				if err := mutate(ctx, writer, m); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := u.Register(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out["replica_id_after"] = u.ReplicaID()
 	out["meta_keys"] = orEmpty(u.Paths())
-	tree, err := zk.ReadTree(ctx, client, "/")
+	root := "/"
+	if real {
+		root = "/bz" // the recording cleared and dumped /bz on its server
+	}
+	tree, err := zk.ReadTree(ctx, client, root)
 	if err != nil {
 		return nil, err
 	}
 	delete(tree, "/") // the goldens list the nodes below the root
 	out["tree_after_register"] = tree
+	if rawDump {
+		raw, err := readRaw(ctx, client, "/bz")
+		if err != nil {
+			return nil, err
+		}
+		out["raw_after_register"] = raw
+	}
 	return out, nil
+}
+
+// registerOther registers another replica in its own environment (the process environment is
+// the case's again afterwards; the harness restores it fully after the case too).
+func registerOther(ctx context.Context, c *harness.Ctx, client zk.Client, o other) error {
+	restore := setEnv(o.Env)
+	defer restore()
+	conf, err := configFromKwargs(c, o.ConfKwargs)
+	if err != nil {
+		return err
+	}
+	u, err := replica.NewUpdater(client, conf, replica.UpdaterOptions{
+		Env: agentconf.MapEnv(o.Env), Resolver: noResolver{}, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	return u.Register(ctx)
+}
+
+// readRaw is every node under root as kazoo reads it: repr of the data (None for no data, b""
+// for empty data) and the stat's data length.
+func readRaw(ctx context.Context, client zk.Client, root string) (map[string]any, error) {
+	out := map[string]any{}
+	var walk func(p string) error
+	walk = func(p string) error {
+		data, st, err := client.Get(ctx, p)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		repr := "None"
+		if data != nil {
+			repr = pyfmt.BytesRepr(data)
+		}
+		out[p] = map[string]any{"py_repr": repr, "data_length": st.DataLength}
+		kids, err := client.Children(ctx, p)
+		if err != nil {
+			return fmt.Errorf("children of %s: %w", p, err)
+		}
+		for _, k := range kids {
+			if err := walk(zk.Join(p, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return out, walk(root)
 }
 
 func orEmpty(s []string) []string {
@@ -109,7 +262,7 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-func watch(c *harness.Ctx, in harness.Input) (any, error) {
+func watch(c *harness.Ctx, in harness.Input, real bool) (any, error) {
 	conf, err := config(c, in)
 	if err != nil {
 		return nil, err
@@ -130,18 +283,34 @@ func watch(c *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix, err := conf.PathPrefix()
+	// {prefix} is the config's path_prefix, which the reference evaluated only for a mutation
+	// naming it (a dc-aware config without a location has none).
+	prefix := ""
+	for _, m := range mutations {
+		if strings.Contains(m, "{prefix}") {
+			if prefix, err = conf.PathPrefix(); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	zks, err := newZK(ctx, real)
 	if err != nil {
 		return nil, err
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	srv := zkfake.NewServer()
-	writer, client := srv.Client(), srv.Client()
-	defer writer.Close()
-	defer client.Close()
-	if err := utils.SeedReplicas(ctx, writer, seed); err != nil {
+	defer zks.close()
+	writer, err := zks.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client, err := zks.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := seedNodes(ctx, writer, seed); err != nil {
 		return nil, err
 	}
 
@@ -154,20 +323,177 @@ func watch(c *harness.Ctx, in harness.Input) (any, error) {
 		return nil, err
 	}
 	defer w.Stop()
-	out := map[string]any{"initial": queries(w, conf)}
+	settle := func() map[string]any { return queries(w, conf) }
+	if real {
+		settle = func() map[string]any { return settled(func() map[string]any { return queries(w, conf) }) }
+	}
+	out := map[string]any{"initial": settle()}
 	for _, m := range mutations {
 		if err := mutate(ctx, writer, strings.ReplaceAll(m, "{prefix}", prefix)); err != nil {
 			return nil, err
 		}
+		if real {
+			settle()
+		}
 	}
-	out["after_mutation"] = queries(w, conf)
+	out["after_mutation"] = settle()
 	return out, nil
 }
 
-// mutate applies one recorded mutation: "delete PATH", "set PATH stat=STATE" or "create PATH".
-// The recording's create wrote ReplicaMeta(address='10.0.N.N:N', stat=AVAILABLE) for replica N
-// (the input does not carry the payload; the recorded addresses show it).
+// settled calls query until its answer has not changed for a while: a real client runs the watch
+// callbacks after the change that caused them (the recording paused 0.4 s after each step).
+func settled(query func() map[string]any) map[string]any {
+	const (
+		quietFor = 200 * time.Millisecond
+		poll     = 10 * time.Millisecond
+		atMost   = 5 * time.Second
+	)
+	begin := time.Now()
+	last := query()
+	lastSig, lastChange := fmt.Sprint(last), begin
+	for time.Since(begin) < atMost {
+		time.Sleep(poll)
+		cur := query()
+		if sig := fmt.Sprint(cur); sig != lastSig {
+			last, lastSig, lastChange = cur, sig, time.Now()
+		} else if time.Since(lastChange) >= quietFor {
+			return cur
+		}
+	}
+	return last
+}
+
+// zkServer hands out clients of one ZooKeeper: the fake, or a real server started for the case.
+type zkServer struct {
+	fake    *zkfake.Server
+	real    *zktest.Server
+	clients []zk.Client
+}
+
+func newZK(ctx context.Context, real bool) (*zkServer, error) {
+	if !real {
+		return &zkServer{fake: zkfake.NewServer()}, nil
+	}
+	srv, err := zktest.Launch()
+	if err != nil {
+		return nil, fmt.Errorf("real ZooKeeper: %w", err)
+	}
+	return &zkServer{real: srv}, nil
+}
+
+// client is a new session.
+func (s *zkServer) client(ctx context.Context) (zk.Client, error) {
+	var c zk.Client
+	if s.fake != nil {
+		c = s.fake.Client()
+	} else {
+		rc, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{s.real.Addr()}, SessionTimeout: 10 * time.Second, Logger: quiet})
+		if err != nil {
+			return nil, fmt.Errorf("connect to the real ZooKeeper: %w", err)
+		}
+		c = rc
+	}
+	s.clients = append(s.clients, c)
+	return c, nil
+}
+
+func (s *zkServer) close() {
+	for _, c := range s.clients {
+		c.Close()
+	}
+	if s.real != nil {
+		s.real.Close()
+	}
+}
+
+// replicaMetaFields are ReplicaMeta's fields in declaration order, with their defaults.
+var replicaMetaFields = []struct {
+	name string
+	def  string
+}{
+	{"address", "null"}, {"address_ipv6", "null"}, {"stat", "0"}, {"model_name", "null"}, {"server_type", "null"},
+	{"task", "-1"}, {"replica", "-1"}, {"archon_address", "null"}, {"archon_address_ipv6", "null"},
+}
+
+// seedBytes is what the recording wrote for a seed value: ReplicaMeta(**fields).serialize() for an
+// object (the reference's json.dumps, fields in declaration order, absent ones at their defaults,
+// values as given, null included), b"" for null, the text itself for a string.
+func seedBytes(raw json.RawMessage) ([]byte, error) {
+	if string(raw) == "null" {
+		return []byte{}, nil
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return []byte(text), nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, fmt.Errorf("want ReplicaMeta fields, null or a string: %w", err)
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, f := range replicaMetaFields {
+		v, ok := fields[f.name]
+		delete(fields, f.name)
+		val := f.def
+		if ok {
+			var any any
+			if err := json.Unmarshal(v, &any); err != nil {
+				return nil, err
+			}
+			switch t := any.(type) {
+			case string:
+				val = pyfmt.JSONString(t)
+			case nil:
+				val = "null"
+			default:
+				val = strings.TrimSpace(string(v))
+			}
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyfmt.JSONString(f.name) + ": " + val)
+	}
+	b.WriteByte('}')
+	if len(fields) > 0 {
+		return nil, fmt.Errorf("unknown ReplicaMeta fields %v", fields)
+	}
+	return []byte(b.String()), nil
+}
+
+// seedNodes writes a case's seed, [path, value] pairs, through w (persistent nodes, parents made).
+func seedNodes(ctx context.Context, w zk.Client, seed [][2]json.RawMessage) error {
+	for i, s := range seed {
+		var path string
+		if err := json.Unmarshal(s[0], &path); err != nil {
+			return &harness.InputError{Key: fmt.Sprintf("seed[%d]", i), Msg: err.Error()}
+		}
+		data, err := seedBytes(s[1])
+		if err != nil {
+			return &harness.InputError{Key: fmt.Sprintf("seed[%d]", i), Msg: err.Error()}
+		}
+		if _, err := w.Create(ctx, path, data, zk.CreateOptions{MakePath: true}); err != nil {
+			return fmt.Errorf("seed %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// mutate applies one recorded mutation: "delete PATH", "set PATH stat=STATE", "create PATH" or
+// "write PATH TEXT". The recording's create wrote ReplicaMeta(address='10.0.N.N:N',
+// stat=AVAILABLE) for replica N (the input does not carry the payload; the recorded addresses
+// show it); write sets the node to the bytes of TEXT (everything after the path and one space,
+// possibly nothing), creating it with its parents when missing.
 func mutate(ctx context.Context, client zk.Client, m string) error {
+	if rest, ok := strings.CutPrefix(m, "write "); ok {
+		path, text, _ := strings.Cut(rest, " ")
+		_, err := client.Set(ctx, path, []byte(text), zk.AnyVersion)
+		if errors.Is(err, zk.ErrNoNode) {
+			_, err = client.Create(ctx, path, []byte(text), zk.CreateOptions{MakePath: true})
+		}
+		return err
+	}
 	f := strings.Fields(m)
 	if len(f) < 2 {
 		return &harness.InputError{Key: "mutations", Msg: "cannot read " + strconv.Quote(m)}
@@ -282,5 +608,39 @@ func queries(w *replica.Watcher, conf *agentconf.AgentConfig) map[string]any {
 		"get_replicas(PS, 2, idc, cluster)":     addrs(w.GetReplicas(ps, 2, dc)),
 		"get_replicas_with_extra_info(PS, 0)":   extra,
 		"replicas_keys":                         keys,
+	}
+}
+
+// managedEnv are the variables the reference reads (as the harness manages them per case).
+var managedEnv = []string{
+	"SHARD_ID", "REPLICA_ID", "MY_POD_NAME", "MY_HOST_IP", "MY_HOST_IPV6", "MY_POD_IP",
+	"TCE_INTERNAL_IDC", "TCE_LOGICAL_CLUSTER", "TCE_CLUSTER", "TCE_PHYSICAL_CLUSTER", "TCE_PSM",
+	"PORT", "PORT2", "PORT3", "PORT4", "PORT5", "PORT6", "PORT7", "PORT8", "PORT9", "PORT10",
+	"DENSE_SERVICE_IDX", "MONOLITH_HOST_SHARD_N", "MY_CPU_LIMIT",
+}
+
+// setEnv makes the managed variables env's (the others unset) and returns what puts them back.
+func setEnv(env map[string]string) (restore func()) {
+	saved := map[string]*string{}
+	for _, k := range managedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			saved[k] = &v
+		} else {
+			saved[k] = nil
+		}
+		if v, ok := env[k]; ok {
+			os.Setenv(k, v)
+		} else {
+			os.Unsetenv(k)
+		}
+	}
+	return func() {
+		for k, v := range saved {
+			if v == nil {
+				os.Unsetenv(k)
+			} else {
+				os.Setenv(k, *v)
+			}
+		}
 	}
 }
