@@ -1,0 +1,144 @@
+package modelserver
+
+import (
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+
+	"github.com/monolith-go/monolith/internal/buildinfo"
+)
+
+// Namespace prefixes every metric of the model server.
+const Namespace = "monolith_model_server"
+
+// unknownModel labels requests for models the server does not serve (client-chosen names must not
+// grow the label set).
+const unknownModel = "(unknown)"
+
+// Metrics are the model server's Prometheus metrics on a registry of their own: requests by
+// model, signature, method and code with their latency, loads by result and duration, and the
+// versions in each state (read from the watched managers when scraped). Methods do nothing on a
+// nil *Metrics.
+type Metrics struct {
+	reg         *prometheus.Registry
+	requests    *prometheus.CounterVec
+	seconds     *prometheus.HistogramVec
+	loads       *prometheus.CounterVec
+	loadSeconds *prometheus.HistogramVec
+
+	mu   sync.Mutex
+	mgrs []*Manager
+}
+
+// NewMetrics registers the metrics, the build info gauge and the Go runtime and process
+// collectors on a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "requests_total",
+			Help: "Requests handled, by model, signature (Predict), method and gRPC status code."}, []string{"model", "signature", "method", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "request_duration_seconds",
+			Help:    "Request latency, by model, signature (Predict) and method.",
+			Buckets: prometheus.ExponentialBuckets(.00005, 2, 18)}, []string{"model", "signature", "method"}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "loads_total",
+			Help: "Version loads, by model and result (ok, error, cancelled)."}, []string{"model", "result"}),
+		loadSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "load_duration_seconds",
+			Help:    "Time to load a version, by model.",
+			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"model"}),
+	}
+	m.reg.MustRegister(m.requests, m.seconds, m.loads, m.loadSeconds, stateCollector{m},
+		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the registry the metrics are on (servables register theirs there too).
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Watch adds mgr's versions to the state gauge.
+func (m *Metrics) Watch(mgr *Manager) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mgrs = append(m.mgrs, mgr)
+}
+
+func (m *Metrics) observe(model, signature, method string, code codes.Code, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if model == "" {
+		model = unknownModel
+	}
+	m.requests.WithLabelValues(model, signature, method, code.String()).Inc()
+	m.seconds.WithLabelValues(model, signature, method).Observe(d.Seconds())
+}
+
+func (m *Metrics) load(model, result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.loads.WithLabelValues(model, result).Inc()
+	if result == "ok" {
+		m.loadSeconds.WithLabelValues(model).Observe(d.Seconds())
+	}
+}
+
+var descVersions = prometheus.NewDesc(Namespace+"_model_versions", "Versions of the model in each state (START, LOADING, AVAILABLE, UNLOADING, END).", []string{"model", "state"}, nil)
+
+var reportedStates = []State{StateStart, StateLoading, StateAvailable, StateUnloading, StateEnd}
+
+type stateCollector struct{ m *Metrics }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descVersions }
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	mgrs := append([]*Manager(nil), c.m.mgrs...)
+	c.m.mu.Unlock()
+	counts := map[string]map[State]int{}
+	for _, mgr := range mgrs {
+		for _, v := range mgr.Versions() {
+			if counts[v.Model] == nil {
+				counts[v.Model] = map[State]int{}
+			}
+			counts[v.Model][v.State]++
+		}
+	}
+	for model, byState := range counts {
+		for _, s := range reportedStates {
+			ch <- prometheus.MustNewConstMetric(descVersions, prometheus.GaugeValue, float64(byState[s]), model, s.String())
+		}
+	}
+}
+
+// StatusHandler serves the status endpoint: /metrics (Prometheus; 404 without metrics), /healthz
+// (200 "ok" while the process serves) and Go's /debug/pprof/.
+func StatusHandler(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	if m != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	}
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}

@@ -1,0 +1,49 @@
+package modelserver
+
+import (
+	"path/filepath"
+	"slices"
+
+	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
+)
+
+// aspired picks, from the version directories found under a model's base path (sorted by number),
+// the versions its policy serves, by number, with their directories:
+//   - latest N: the N newest (N 0 is 1, as TF Serving);
+//   - all: every one;
+//   - specific: the listed ones present (missing lists those absent);
+//   - no policy: TF Serving's default, latest 1.
+func aspired(cfg *servingconfig.ModelConfig, found []modelconfig.VersionDir) (want map[int64]string, missing []int64) {
+	base := cfg.GetBasePath()
+	want = map[int64]string{}
+	add := func(v modelconfig.VersionDir) { want[v.Number] = filepath.Join(base, v.Name) }
+	p := cfg.GetModelVersionPolicy()
+	switch {
+	case p.GetAll() != nil:
+		for _, v := range found {
+			add(v)
+		}
+	case p.GetSpecific() != nil:
+		byNumber := map[int64]modelconfig.VersionDir{}
+		for _, v := range found {
+			byNumber[v.Number] = v
+		}
+		for _, n := range p.GetSpecific().GetVersions() {
+			if v, ok := byNumber[n]; ok {
+				add(v)
+			} else if !slices.Contains(missing, n) {
+				missing = append(missing, n)
+			}
+		}
+	default:
+		n := 1
+		if l := p.GetLatest(); l != nil && l.GetNumVersions() > 0 {
+			n = int(l.GetNumVersions())
+		}
+		for _, v := range found[max(len(found)-n, 0):] {
+			add(v)
+		}
+	}
+	return want, missing
+}
