@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -54,8 +55,23 @@ func (w *Writer) OptInt(name string, v *int) {
 	}
 	w.Int(name, *v)
 }
-func (w *Writer) Float(name string, v float64) { w.Raw(name, pyfmt.Float(v)) }
-func (w *Writer) Bool(name string, v bool)     { w.Raw(name, strconv.FormatBool(v)) }
+
+// Float writes v as json.dumps does: repr's digits, and NaN, Infinity, -Infinity (not repr's nan,
+// inf) for the non-finite values.
+func (w *Writer) Float(name string, v float64) {
+	switch {
+	case math.IsNaN(v):
+		w.Raw(name, "NaN")
+	case math.IsInf(v, 1):
+		w.Raw(name, "Infinity")
+	case math.IsInf(v, -1):
+		w.Raw(name, "-Infinity")
+	default:
+		w.Raw(name, pyfmt.Float(v))
+	}
+}
+
+func (w *Writer) Bool(name string, v bool) { w.Raw(name, strconv.FormatBool(v)) }
 
 func (w *Writer) Ints(name string, v []int) {
 	parts := make([]string, len(v))
@@ -99,15 +115,16 @@ func Parse(typ string, serialized []byte) (*Object, error) {
 	if err := dec.Decode(target); err != nil {
 		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, err)
 	}
+	// Bytes after the value are checked before its type: json.loads fails on them first.
 	_, err := dec.Token()
 	if err == nil {
-		return nil, errkind.New(errkind.Value, "%s: invalid JSON: extra data after the object", typ)
+		return nil, errkind.New(errkind.Value, "%s: invalid JSON: extra data after the value", typ)
+	}
+	if err != io.EOF { // bytes after the value that are not JSON: the error Unmarshal gives for them
+		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, json.Unmarshal(serialized, new(any)))
 	}
 	if o.fields == nil {
 		return nil, errkind.New(errkind.Type, "%s: want a JSON object, got %s", typ, jsonKind(other))
-	}
-	if err != io.EOF { // bytes after the object that are not JSON: the error Unmarshal gives for them
-		return nil, errkind.New(errkind.Value, "%s: invalid JSON: %v", typ, json.Unmarshal(serialized, new(any)))
 	}
 	return o, nil
 }
@@ -132,7 +149,11 @@ func jsonKind(v any) string {
 func (o *Object) TypeErr(name string, want string, raw json.RawMessage) error {
 	s := string(raw)
 	if len(s) > 40 {
-		s = s[:40] + "..."
+		cut := 40
+		for cut > 0 && !utf8.RuneStart(s[cut]) { // whole runes only: the message stays UTF-8
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return errkind.New(errkind.Type, "%s.%s: want %s, got %s", o.typ, name, want, s)
 }

@@ -1,6 +1,7 @@
 package pyjson
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -26,6 +27,13 @@ func TestWriter(t *testing.T) {
 			w.Ints("h", []int{1, 2})
 			w.Ints("i", []int{})
 		}, `{"a": "\u00e9\"x", "b": null, "c": -1, "d": 3, "e": null, "f": 1.0, "g": true, "h": [1, 2], "i": []}`},
+		// json.dumps writes non-finite floats as NaN, Infinity, -Infinity (not repr's nan, inf), which
+		// its json.loads reads back; found by FuzzWriter.
+		{"non-finite floats", func(w *Writer) {
+			w.Float("a", math.NaN())
+			w.Float("b", math.Inf(1))
+			w.Float("c", math.Inf(-1))
+		}, `{"a": NaN, "b": Infinity, "c": -Infinity}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w Writer
@@ -46,8 +54,11 @@ func TestParse(t *testing.T) {
 		{"object", `{"a": 1}`, errkind.Unknown, ""},
 		{"not UTF-8", "{\"a\": \"\xff\"}", errkind.Value, "T: serialized data is not valid UTF-8"},
 		{"syntax", `{"a": `, errkind.Value, "T: invalid JSON"},
-		{"extra data", `{} {}`, errkind.Value, "T: invalid JSON: extra data after the object"},
+		{"extra data", `{} {}`, errkind.Value, "T: invalid JSON: extra data after the value"},
 		{"list", `[1]`, errkind.Type, "T: want a JSON object, got a list"},
+		// json.loads fails first (Extra data), before anything looks at the value's type; found by FuzzParse.
+		{"list then extra data", `[1] x`, errkind.Value, "T: invalid JSON"},
+		{"address", `10.0.7.7:7`, errkind.Value, "T: invalid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("T", []byte(tc.in))
@@ -57,7 +68,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestReaders(t *testing.T) {
-	o, err := Parse("T", []byte(`{"s": "x", "n": null, "i": 7, "f": 1.5, "b": false, "l": [1, 2], "bad": "y", "frac": 1.5, "li": [1, 1.5]}`))
+	o, err := Parse("T", []byte(`{"s": "x", "n": null, "i": 7, "f": 1.5, "b": false, "l": [1, 2], "bad": "y", "frac": 1.5, "li": [1, 1.5], "long": "ééééééééééééééééééééé"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +99,8 @@ func TestReaders(t *testing.T) {
 		{"str from null", func() error { return o.Str("n", &s) }, "T.n: want a string, got null"},
 		{"bool from string", func() error { return o.Bool("bad", &b) }, `T.bad: want true or false, got "y"`},
 		{"ints element", func() error { return o.Ints("li", &l) }, "T.li[1]: want an integer, got 1.5"},
+		// The quoted value is cut at a rune boundary (40 bytes would split the 20th é); found by FuzzParse.
+		{"value cut whole runes", func() error { return o.Int("long", &i) }, `T.long: want an integer, got "ééééééééééééééééééé...`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.read()
