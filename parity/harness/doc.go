@@ -17,4 +17,8 @@
 //
 // A golden exception matches a returned error of the mapped kind. Messages are compared only for
 // calls the Policy marks exact (an empty reference message, a bare assert, matches any message).
+//
+// A case that differs is reported DECLARED when the Policy declares it by name (Declared), or when a
+// Rule selects it (by call, the reference's outcome and the input) and the Go outcome meets the
+// rule's expected error kind and message; rules cover cases nobody recorded yet.
 package harness

@@ -20,6 +20,8 @@ type Policy struct {
 	ExactMessages map[string]bool
 	// Declared holds intentional differences, by case name.
 	Declared map[string]Declaration
+	// Rules declare classes of intentional differences; a case declaration takes precedence.
+	Rules []Rule
 }
 
 // Declaration is an intentional difference from the reference on one case.
@@ -50,6 +52,8 @@ type Result struct {
 	Diffs []string
 	// Note is extra information on a PASS (a declaration that may be stale).
 	Note string
+	// Rule names the rule that declared the case (DECLARED by a rule only).
+	Rule string
 }
 
 // Counts tallies verdicts.
@@ -273,6 +277,9 @@ func verdict(res Result, c *Case, out outcome, tmp string, p Policy) Result {
 		res.Diffs = append(res.Diffs, fmt.Sprintf("... and %d more", total-len(diffs)))
 	}
 	if !declared {
+		if r, ok := ruleVerdict(res, c, out, p.Rules, diffSummary(diffs, total)); ok {
+			return r
+		}
 		return failed(res, diffSummary(diffs, total))
 	}
 	return declaredVerdict(res, decl, out)

@@ -186,7 +186,9 @@ type Symbol struct {
 	Messages string `yaml:"messages"`
 	// Declared lists parity cases whose outcome differs from the reference on purpose.
 	Declared []Declared `yaml:"declared"`
-	Line     int        `yaml:"-"`
+	// Rules declare classes of intentional differences, recorded cases or not (rules.go).
+	Rules []Rule `yaml:"rules"`
+	Line  int    `yaml:"-"`
 }
 
 // Declared is an intentional difference on one parity case.
@@ -398,6 +400,7 @@ func validate(file string, s *Spec) error {
 	}
 	symbols := map[string]int{}
 	cases := map[string]int{}
+	rules := map[string]int{}
 	for _, p := range s.Parity {
 		if prev, ok := symbols[p.Symbol]; ok {
 			return errAt(p.Line, "parity %q: duplicate symbol (first at line %d)", p.Symbol, prev)
@@ -422,6 +425,9 @@ func validate(file string, s *Spec) error {
 				return errAt(d.Line, "parity %q: case %q declared twice (first at line %d)", p.Symbol, d.Case, prev)
 			}
 			cases[d.Case] = d.Line
+		}
+		if err := validateRules(&p, rules, errAt); err != nil {
+			return err
 		}
 	}
 	return nil
