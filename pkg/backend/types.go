@@ -3,8 +3,8 @@ package backend
 import (
 	"strings"
 
+	"github.com/monolith-go/monolith/pkg/datadef/pydataclass"
 	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/pyjson"
 )
 
 // SavedModel names one sub-graph of an exported model ("entry", "ps_0", ...). It is comparable,
@@ -44,31 +44,30 @@ type SavedModelDeployConfig struct {
 	VersionPolicy *string
 }
 
+// PyDict is the config as the reference's dataclass holds it, in field order.
+func (c SavedModelDeployConfig) PyDict() pydataclass.Value {
+	return pydataclass.DictOf(
+		pydataclass.Member{Key: "model_base_path", Val: pydataclass.OptStrV(c.ModelBasePath)},
+		pydataclass.Member{Key: "version_policy", Val: pydataclass.OptStrV(c.VersionPolicy)},
+	)
+}
+
 // Serialize returns the bytes the reference stores (dataclasses-json to_json, UTF-8):
 // {"model_base_path": ..., "version_policy": ...}.
-func (c SavedModelDeployConfig) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptStr("model_base_path", c.ModelBasePath)
-	w.OptStr("version_policy", c.VersionPolicy)
-	return w.Bytes()
-}
+func (c SavedModelDeployConfig) Serialize() []byte { return c.PyDict().JSON() }
 
 // DeserializeSavedModelDeployConfig reads what Serialize writes. Absent keys stay None, unknown
 // keys are ignored (as dataclasses-json does); a value that is neither a string nor null is a Type
-// error naming the field (the reference would keep it with the wrong type).
+// error naming the field (the reference would keep it with the wrong type); JSON that is not an
+// object is an Attribute error, as in the reference.
 func DeserializeSavedModelDeployConfig(data []byte) (SavedModelDeployConfig, error) {
 	var c SavedModelDeployConfig
-	o, err := pyjson.Parse("SavedModelDeployConfig", data)
+	o, err := pydataclass.Decode("SavedModelDeployConfig", data)
 	if err != nil {
-		return c, err
+		return c, codecErr(err)
 	}
-	if err := o.OptStr("model_base_path", &c.ModelBasePath); err != nil {
-		return c, err
-	}
-	if err := o.OptStr("version_policy", &c.VersionPolicy); err != nil {
-		return c, err
-	}
-	return c, nil
+	err = pydataclass.First(o.OptStr("model_base_path", &c.ModelBasePath), o.OptStr("version_policy", &c.VersionPolicy))
+	return c, codecErr(err)
 }
 
 // ContainerServiceInfo is how a container can be reached; nil fields are None.
@@ -81,34 +80,41 @@ type ContainerServiceInfo struct {
 	DebugInfo *string
 }
 
+// PyDict is the info as the reference's dataclass holds it, in field order.
+func (s ContainerServiceInfo) PyDict() pydataclass.Value {
+	return pydataclass.DictOf(
+		pydataclass.Member{Key: "grpc", Val: pydataclass.OptStrV(s.GRPC)},
+		pydataclass.Member{Key: "http", Val: pydataclass.OptStrV(s.HTTP)},
+		pydataclass.Member{Key: "archon", Val: pydataclass.OptStrV(s.Archon)},
+		pydataclass.Member{Key: "agent", Val: pydataclass.OptStrV(s.Agent)},
+		pydataclass.Member{Key: "idc", Val: pydataclass.OptStrV(s.IDC)},
+		pydataclass.Member{Key: "debug_info", Val: pydataclass.OptStrV(s.DebugInfo)},
+	)
+}
+
 // Serialize returns the bytes the reference stores:
 // {"grpc": ..., "http": ..., "archon": ..., "agent": ..., "idc": ..., "debug_info": ...}.
-func (s ContainerServiceInfo) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptStr("grpc", s.GRPC)
-	w.OptStr("http", s.HTTP)
-	w.OptStr("archon", s.Archon)
-	w.OptStr("agent", s.Agent)
-	w.OptStr("idc", s.IDC)
-	w.OptStr("debug_info", s.DebugInfo)
-	return w.Bytes()
-}
+func (s ContainerServiceInfo) Serialize() []byte { return s.PyDict().JSON() }
 
 // DeserializeContainerServiceInfo reads what Serialize writes, with the rules of
 // DeserializeSavedModelDeployConfig.
 func DeserializeContainerServiceInfo(data []byte) (ContainerServiceInfo, error) {
 	var s ContainerServiceInfo
-	o, err := pyjson.Parse("ContainerServiceInfo", data)
+	o, err := pydataclass.Decode("ContainerServiceInfo", data)
 	if err != nil {
-		return s, err
+		return s, codecErr(err)
 	}
-	for _, f := range []struct {
-		name string
-		dst  **string
-	}{{"grpc", &s.GRPC}, {"http", &s.HTTP}, {"archon", &s.Archon}, {"agent", &s.Agent}, {"idc", &s.IDC}, {"debug_info", &s.DebugInfo}} {
-		if err := o.OptStr(f.name, f.dst); err != nil {
-			return s, err
+	err = pydataclass.First(o.OptStr("grpc", &s.GRPC), o.OptStr("http", &s.HTTP), o.OptStr("archon", &s.Archon),
+		o.OptStr("agent", &s.Agent), o.OptStr("idc", &s.IDC), o.OptStr("debug_info", &s.DebugInfo))
+	return s, codecErr(err)
+}
+
+// codecErr gives a pydataclass error its errkind.
+func codecErr(err error) error {
+	if e, ok := err.(*pydataclass.Error); ok {
+		if k, perr := errkind.Parse(e.Kind); perr == nil {
+			return errkind.Wrap(k, e)
 		}
 	}
-	return s, nil
+	return err
 }

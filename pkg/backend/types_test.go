@@ -78,7 +78,8 @@ func TestDeserialize(t *testing.T) {
 		{`{"model_base_path": "/\u00e9", "version_policy": "latest_once"}`, SavedModelDeployConfig{str("/é"), str("latest_once")}, errkind.Unknown},
 		{`{}`, SavedModelDeployConfig{}, errkind.Unknown},
 		{`{"model_base_path": 1}`, SavedModelDeployConfig{}, errkind.Type},
-		{`[]`, SavedModelDeployConfig{}, errkind.Type},
+		{`[]`, SavedModelDeployConfig{}, errkind.Attribute}, // dataclasses-json calls [].items()
+		{`null`, SavedModelDeployConfig{}, errkind.Attribute},
 		{`{`, SavedModelDeployConfig{}, errkind.Value},
 		{`{} {}`, SavedModelDeployConfig{}, errkind.Value},
 		{"\xff", SavedModelDeployConfig{}, errkind.Value},

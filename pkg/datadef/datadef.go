@@ -6,15 +6,13 @@
 package datadef
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
 	"strings"
 
+	servingutil "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/util"
+	"github.com/monolith-go/monolith/pkg/datadef/pydataclass"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pathutil"
-	"github.com/monolith-go/monolith/pkg/pyfmt"
-	"github.com/monolith-go/monolith/pkg/pyjson"
 )
 
 // ModelState is TF Serving's ModelVersionStatus.State.
@@ -101,19 +99,6 @@ func ParseEventType(n int) (EventType, error) {
 	return EventType(n), nil
 }
 
-// ModelMeta describes a model under /{bzid}/portal.
-type ModelMeta struct {
-	ModelName    *string
-	ModelDir     *string
-	Ckpt         *string
-	NumShard     int
-	Action       string
-	SpecReplicas []int
-}
-
-// NewModelMeta returns a ModelMeta with the reference's defaults.
-func NewModelMeta() ModelMeta { return ModelMeta{NumShard: -1, Action: "NONE", SpecReplicas: []int{}} }
-
 // Path is base_path/model_name.
 func (m ModelMeta) Path(base string) (string, error) {
 	if m.ModelName == nil {
@@ -122,231 +107,14 @@ func (m ModelMeta) Path(base string) (string, error) {
 	return pathutil.Join(base, *m.ModelName), nil
 }
 
-// Serialize writes the reference's JSON bytes.
-func (m ModelMeta) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptStr("model_name", m.ModelName)
-	w.OptStr("model_dir", m.ModelDir)
-	w.OptStr("ckpt", m.Ckpt)
-	w.Int("num_shard", m.NumShard)
-	w.Str("action", m.Action)
-	w.Ints("spec_replicas", orEmpty(m.SpecReplicas))
-	return w.Bytes()
-}
-
-func orEmpty(v []int) []int {
-	if v == nil {
-		return []int{}
-	}
-	return v
-}
-
-// DeserializeModelMeta reads a serialized ModelMeta.
-func DeserializeModelMeta(b []byte) (ModelMeta, error) {
-	m := NewModelMeta()
-	o, err := pyjson.Parse("ModelMeta", b)
-	if err != nil {
-		return m, err
-	}
-	err = firstErr(o.OptStr("model_name", &m.ModelName), o.OptStr("model_dir", &m.ModelDir), o.OptStr("ckpt", &m.Ckpt),
-		o.Int("num_shard", &m.NumShard), o.Str("action", &m.Action), o.Ints("spec_replicas", &m.SpecReplicas))
-	return m, err
-}
-
-// ResourceSpec is a host's resources, under /{bzid}/resource.
-type ResourceSpec struct {
-	Address   *string
-	ShardID   *int
-	ReplicaID *int
-	Memory    *int
-	CPU       float64
-	Network   float64
-	WorkLoad  float64
-}
-
-// NewResourceSpec returns a ResourceSpec with the reference's defaults.
-func NewResourceSpec() ResourceSpec { return ResourceSpec{CPU: -1, Network: -1, WorkLoad: -1} }
-
-// Path is base_path/{shard_id}:{replica_id} (None for unset ids, as the reference prints them).
+// Path is base_path/{shard_id}:{replica_id}, each as Python formats it (None when unset).
 func (r ResourceSpec) Path(base string) string {
-	return pathutil.Join(base, pyfmt.OptInt(r.ShardID)+":"+pyfmt.OptInt(r.ReplicaID))
-}
-
-// Serialize writes the reference's JSON bytes (floats always with a fraction).
-func (r ResourceSpec) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptStr("address", r.Address)
-	w.OptInt("shard_id", r.ShardID)
-	w.OptInt("replica_id", r.ReplicaID)
-	w.OptInt("memory", r.Memory)
-	w.Float("cpu", r.CPU)
-	w.Float("network", r.Network)
-	w.Float("work_load", r.WorkLoad)
-	return w.Bytes()
-}
-
-// DeserializeResourceSpec reads a serialized ResourceSpec.
-func DeserializeResourceSpec(b []byte) (ResourceSpec, error) {
-	r := NewResourceSpec()
-	o, err := pyjson.Parse("ResourceSpec", b)
-	if err != nil {
-		return r, err
-	}
-	err = firstErr(o.OptStr("address", &r.Address), o.OptInt("shard_id", &r.ShardID), o.OptInt("replica_id", &r.ReplicaID),
-		o.OptInt("memory", &r.Memory), o.Float("cpu", &r.CPU), o.Float("network", &r.Network), o.Float("work_load", &r.WorkLoad))
-	return r, err
-}
-
-// SubModel maps a sub model name (entry, ps_0, dense_0) to its version path.
-type SubModel struct {
-	Name, Path string
-}
-
-// PublishMeta is a publish request under /{bzid}/publish. SubModels keeps its order (the
-// serialized bytes follow it); nil means None.
-type PublishMeta struct {
-	ShardID         *int
-	ReplicaID       int
-	ModelName       *string
-	NumPS           *int
-	TotalPublishNum int
-	SubModels       []SubModel
-	PType           PublishType
-	IsSpec          bool
-}
-
-// NewPublishMeta returns a PublishMeta with the reference's defaults.
-func NewPublishMeta() PublishMeta {
-	return PublishMeta{ReplicaID: -1, TotalPublishNum: 1, PType: PublishLoad}
+	return pathutil.Join(base, pyStr(r, "shard_id")+":"+pyStr(r, "replica_id"))
 }
 
 // Path is base_path/{shard_id}:{replica_id}:{model_name}.
 func (p PublishMeta) Path(base string) string {
-	return pathutil.Join(base, pyfmt.OptInt(p.ShardID)+":"+strconv.Itoa(p.ReplicaID)+":"+pyfmt.OptStr(p.ModelName))
-}
-
-// Serialize writes the reference's JSON bytes.
-func (p PublishMeta) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptInt("shard_id", p.ShardID)
-	w.Int("replica_id", p.ReplicaID)
-	w.OptStr("model_name", p.ModelName)
-	w.OptInt("num_ps", p.NumPS)
-	w.Int("total_publish_num", p.TotalPublishNum)
-	if p.SubModels == nil {
-		w.Raw("sub_models", "null")
-	} else {
-		var sw pyjson.Writer
-		for _, s := range p.SubModels {
-			sw.Str(s.Name, s.Path)
-		}
-		w.Raw("sub_models", string(sw.Bytes()))
-	}
-	w.Int("ptype", int(p.PType))
-	w.Bool("is_spec", p.IsSpec)
-	return w.Bytes()
-}
-
-// DeserializePublishMeta reads a serialized PublishMeta.
-func DeserializePublishMeta(b []byte) (PublishMeta, error) {
-	p := NewPublishMeta()
-	o, err := pyjson.Parse("PublishMeta", b)
-	if err != nil {
-		return p, err
-	}
-	ptype := int(p.PType)
-	err = firstErr(o.OptInt("shard_id", &p.ShardID), o.Int("replica_id", &p.ReplicaID), o.OptStr("model_name", &p.ModelName),
-		o.OptInt("num_ps", &p.NumPS), o.Int("total_publish_num", &p.TotalPublishNum), subModels(o, &p.SubModels),
-		o.Int("ptype", &ptype), o.Bool("is_spec", &p.IsSpec))
-	if err != nil {
-		return p, err
-	}
-	p.PType, err = ParsePublishType(ptype)
-	return p, err
-}
-
-// subModels reads sub_models keeping the key order of the serialized object.
-func subModels(o *pyjson.Object, dst *[]SubModel) error {
-	raw, ok := o.Field("sub_models")
-	if !ok {
-		return nil
-	}
-	if pyjson.IsNull(raw) {
-		*dst = nil
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return o.TypeErr("sub_models", "an object of strings or null", raw)
-	}
-	out := []SubModel{}
-	index := map[string]int{}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return o.TypeErr("sub_models", "an object of strings", raw)
-		}
-		key, _ := kt.(string)
-		var v string
-		if err := dec.Decode(&v); err != nil {
-			return errkind.New(errkind.Type, "PublishMeta.sub_models[%q]: want a string", key)
-		}
-		if i, dup := index[key]; dup {
-			out[i].Path = v // a repeated key keeps its first position and its last value, as in Python
-			continue
-		}
-		index[key] = len(out)
-		out = append(out, SubModel{Name: key, Path: v})
-	}
-	*dst = out
-	return nil
-}
-
-// ReplicaMeta is a serving replica under /{bzid}/service.
-type ReplicaMeta struct {
-	Address           *string
-	AddressIPv6       *string
-	Stat              ModelState
-	ModelName         *string
-	ServerType        *string
-	Task              int
-	Replica           int
-	ArchonAddress     *string
-	ArchonAddressIPv6 *string
-}
-
-// NewReplicaMeta returns a ReplicaMeta with the reference's defaults.
-func NewReplicaMeta() ReplicaMeta { return ReplicaMeta{Stat: StateUnknown, Task: -1, Replica: -1} }
-
-// Serialize writes the reference's JSON bytes.
-func (r ReplicaMeta) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptStr("address", r.Address)
-	w.OptStr("address_ipv6", r.AddressIPv6)
-	w.Int("stat", int(r.Stat))
-	w.OptStr("model_name", r.ModelName)
-	w.OptStr("server_type", r.ServerType)
-	w.Int("task", r.Task)
-	w.Int("replica", r.Replica)
-	w.OptStr("archon_address", r.ArchonAddress)
-	w.OptStr("archon_address_ipv6", r.ArchonAddressIPv6)
-	return w.Bytes()
-}
-
-// DeserializeReplicaMeta reads a serialized ReplicaMeta.
-func DeserializeReplicaMeta(b []byte) (ReplicaMeta, error) {
-	r := NewReplicaMeta()
-	o, err := pyjson.Parse("ReplicaMeta", b)
-	if err != nil {
-		return r, err
-	}
-	stat := int(r.Stat)
-	err = firstErr(o.OptStr("address", &r.Address), o.OptStr("address_ipv6", &r.AddressIPv6), o.Int("stat", &stat),
-		o.OptStr("model_name", &r.ModelName), o.OptStr("server_type", &r.ServerType), o.Int("task", &r.Task),
-		o.Int("replica", &r.Replica), o.OptStr("archon_address", &r.ArchonAddress),
-		o.OptStr("archon_address_ipv6", &r.ArchonAddressIPv6))
-	r.Stat = ModelState(stat)
-	return r, err
+	return pathutil.Join(base, pyStr(p, "shard_id")+":"+pyStr(p, "replica_id")+":"+pyStr(p, "model_name"))
 }
 
 // Path is {sep}{bzid}{sep}service{sep}{model_name}{sep}{server_type}:{task}{sep}{replica}.
@@ -355,7 +123,13 @@ func (r ReplicaMeta) Path(bzid, sep string) (string, error) {
 		return "", errkind.New(errkind.Type, "ReplicaMeta.get_path: model_name is not set")
 	}
 	return strings.Join([]string{"", bzid, "service", *r.ModelName,
-		pyfmt.OptStr(r.ServerType) + ":" + strconv.Itoa(r.Task), strconv.Itoa(r.Replica)}, sep), nil
+		pyStr(r, "server_type") + ":" + pyStr(r, "task"), pyStr(r, "replica")}, sep), nil
+}
+
+// pyStr is str() of a record's field as the reference holds it (an f-string's view of it).
+func pyStr(rec interface{ PyDict() pydataclass.Value }, field string) string {
+	v, _ := rec.PyDict().Get(field)
+	return v.PyStr()
 }
 
 // Address families for ReplicaMeta.Address.
@@ -391,61 +165,6 @@ func (r ReplicaMeta) AddressFor(useArchon bool, family string) (*string, error) 
 	return second, nil
 }
 
-// Event is a unit of work for the agent's handlers.
-type Event struct {
-	Path  *string
-	Data  []byte
-	EType EventType
-}
-
-// NewEvent returns an Event with the reference's defaults.
-func NewEvent() Event { return Event{Data: []byte{}, EType: EventUnknown} }
-
-// Serialize writes the reference's JSON bytes (data as a list of byte values).
-func (e Event) Serialize() []byte {
-	var w pyjson.Writer
-	w.OptStr("path", e.Path)
-	ints := make([]int, len(e.Data))
-	for i, c := range e.Data {
-		ints[i] = int(c)
-	}
-	w.Ints("data", ints)
-	w.Int("etype", int(e.EType))
-	return w.Bytes()
-}
-
-// DeserializeEvent reads a serialized Event. Unlike the reference, which cannot decode its own
-// bytes field, data is read back from the list of byte values.
-func DeserializeEvent(b []byte) (Event, error) {
-	e := NewEvent()
-	o, err := pyjson.Parse("Event", b)
-	if err != nil {
-		return e, err
-	}
-	var data []int
-	etype := int(e.EType)
-	if err := firstErr(o.OptStr("path", &e.Path), o.Ints("data", &data), o.Int("etype", &etype)); err != nil {
-		return e, err
-	}
-	if data != nil {
-		e.Data = make([]byte, len(data))
-		for i, v := range data {
-			if v < 0 || v > 255 {
-				return e, errkind.New(errkind.Value, "Event.data[%d]: %d is not a byte value", i, v)
-			}
-			e.Data[i] = byte(v)
-		}
-	}
-	e.EType, err = ParseEventType(etype)
-	return e, err
-}
-
-// firstErr returns the first non-nil error.
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
-}
+// EmptyStatus is the reference's EmptyStatus: an empty TF Serving StatusProto (error code OK, no
+// message). A new message each call, since a shared one could be modified by a caller.
+func EmptyStatus() *servingutil.StatusProto { return &servingutil.StatusProto{} }

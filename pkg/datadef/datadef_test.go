@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"google.golang.org/protobuf/proto"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -59,16 +60,16 @@ func TestDeserializeErrors(t *testing.T) {
 		kind errkind.Kind
 		msg  string
 	}{
-		{"syntax", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `{"model_name": `, errkind.Value, "invalid JSON"},
-		{"not an object", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `[1]`, errkind.Type, "want a JSON object"},
-		{"wrong type", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `{"num_shard": "x"}`, errkind.Type, "ModelMeta.num_shard: want an integer"},
+		{"syntax", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `{"model_name": `, errkind.Value, "Expecting value: line 1 column 16 (char 15)"},
+		{"not an object", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `[1]`, errkind.Attribute, "'list' object has no attribute 'items'"},
+		{"wrong type", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `{"num_shard": "x"}`, errkind.Type, "ModelMeta.num_shard: want an int or null, got 'x' (str)"},
 		{"float for int", func(b []byte) error { _, err := DeserializeReplicaMeta(b); return err }, `{"task": 1.5}`, errkind.Type, "ReplicaMeta.task"},
 		{"list item", func(b []byte) error { _, err := DeserializeModelMeta(b); return err }, `{"spec_replicas": [1, "a"]}`, errkind.Type, "spec_replicas[1]"},
 		{"bad ptype", func(b []byte) error { _, err := DeserializePublishMeta(b); return err }, `{"ptype": 7}`, errkind.Value, "7 is not a valid PublishType"},
-		{"sub model value", func(b []byte) error { _, err := DeserializePublishMeta(b); return err }, `{"sub_models": {"a": 1}}`, errkind.Type, `sub_models["a"]`},
+		{"sub model value", func(b []byte) error { _, err := DeserializePublishMeta(b); return err }, `{"sub_models": {"a": 1}}`, errkind.Type, `sub_models['a']: want a str`},
 		{"byte range", func(b []byte) error { _, err := DeserializeEvent(b); return err }, `{"data": [256]}`, errkind.Value, "not a byte value"},
 		{"bad utf8", func(b []byte) error { _, err := DeserializeEvent(b); return err }, "{\"path\": \"\xff\"}", errkind.Value, "UTF-8"},
-		{"trailing data", func(b []byte) error { _, err := DeserializeEvent(b); return err }, `{} {}`, errkind.Value, "extra data"},
+		{"trailing data", func(b []byte) error { _, err := DeserializeEvent(b); return err }, `{} {}`, errkind.Value, "Extra data"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,4 +142,97 @@ func FuzzDeserialize(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWrittenBackAsRead: values a Go field holds in another form (None in a field whose default is
+// not None, an int in a float field, floats Go's encoding/json cannot read) are written back as the
+// reference writes them; Go and Python agents share these nodes.
+func TestWrittenBackAsRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		decode         func([]byte) (interface{ Serialize() []byte }, error)
+	}{
+		{"model meta nulls", `{"num_shard": null, "action": null, "spec_replicas": null}`,
+			`{"model_name": null, "model_dir": null, "ckpt": null, "num_shard": null, "action": null, "spec_replicas": null}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeModelMeta(b) }},
+		{"resource spec ints in float fields", `{"cpu": 2, "network": -0, "work_load": 100000000000000000000}`,
+			`{"address": null, "shard_id": null, "replica_id": null, "memory": null, "cpu": 2, "network": 0, "work_load": 100000000000000000000}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeResourceSpec(b) }},
+		{"resource spec non-finite floats", `{"cpu": NaN, "network": -Infinity, "work_load": 1e400}`,
+			`{"address": null, "shard_id": null, "replica_id": null, "memory": null, "cpu": NaN, "network": -Infinity, "work_load": Infinity}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeResourceSpec(b) }},
+		{"publish meta nulls and enum spellings", `{"replica_id": null, "total_publish_num": null, "ptype": null, "is_spec": null}`,
+			`{"shard_id": null, "replica_id": null, "model_name": null, "num_ps": null, "total_publish_num": null, "sub_models": null, "ptype": null, "is_spec": null}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializePublishMeta(b) }},
+		{"publish meta ptype 2.0", `{"ptype": 2.0}`,
+			`{"shard_id": null, "replica_id": -1, "model_name": null, "num_ps": null, "total_publish_num": 1, "sub_models": null, "ptype": 2, "is_spec": false}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializePublishMeta(b) }},
+		{"replica meta nulls", `{"stat": null, "task": null, "replica": null}`,
+			`{"address": null, "address_ipv6": null, "stat": null, "model_name": null, "server_type": null, "task": null, "replica": null, "archon_address": null, "archon_address_ipv6": null}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeReplicaMeta(b) }},
+		{"event nulls", `{"data": null, "etype": null}`, `{"path": null, "data": null, "etype": null}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeEvent(b) }},
+		{"repeated key and lone surrogate", `{"model_name": "a", "ckpt": "x\ud800y", "model_name": "b"}`,
+			`{"model_name": "b", "model_dir": null, "ckpt": "x\ud800y", "num_shard": -1, "action": "NONE", "spec_replicas": []}`,
+			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeModelMeta(b) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := tc.decode([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(rec.Serialize()); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAssignedFieldsWin: a held value is written back only while the Go field keeps the value
+// decoding gave it; once Go code assigns the field, its own value is written.
+func TestAssignedFieldsWin(t *testing.T) {
+	r, err := DeserializeReplicaMeta([]byte(`{"model_name": "m", "server_type": "ps", "stat": null, "task": null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := r.Path("bz", "/"); p != "/bz/service/m/ps:None/-1" {
+		t.Fatalf("path with task None: %s", p)
+	}
+	r.Stat, r.Task = StateAvailable, 3
+	want := `{"address": null, "address_ipv6": null, "stat": 30, "model_name": "m", "server_type": "ps", "task": 3, "replica": -1, "archon_address": null, "archon_address_ipv6": null}`
+	if got := string(r.Serialize()); got != want {
+		t.Fatalf("after assignment:\n got %s\nwant %s", got, want)
+	}
+	if p, _ := r.Path("bz", "/"); p != "/bz/service/m/ps:3/-1" {
+		t.Fatalf("path after assignment: %s", p)
+	}
+	rs, err := DeserializeResourceSpec([]byte(`{"cpu": 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.CPU != 2 {
+		t.Fatalf("cpu 2 reads as %v", rs.CPU)
+	}
+	rs.CPU = 2.5
+	if got := string(rs.Serialize()); !strings.Contains(got, `"cpu": 2.5,`) {
+		t.Fatalf("assigned cpu: %s", got)
+	}
+	m, err := DeserializeModelMeta([]byte(`{"spec_replicas": null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SpecReplicas = append(m.SpecReplicas, 1)
+	if got := string(m.Serialize()); !strings.Contains(got, `"spec_replicas": [1]`) {
+		t.Fatalf("assigned spec_replicas: %s", got)
+	}
+}
+
+func TestEmptyStatus(t *testing.T) {
+	a, b := EmptyStatus(), EmptyStatus()
+	if a == b {
+		t.Fatal("EmptyStatus must return a new message each call")
+	}
+	if a.GetErrorCode() != 0 || a.GetErrorMessage() != "" || proto.Size(a) != 0 {
+		t.Fatalf("EmptyStatus is not empty: %v", a)
+	}
 }

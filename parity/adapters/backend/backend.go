@@ -26,6 +26,7 @@ func Register(r *harness.Registry) {
 	r.Register("SavedModelDeployConfig/ContainerServiceInfo.deserialize", deserialize)
 	r.Register("ZKBackend(bzid, FakeKazooClient) op sequence", scenarioFake)
 	r.Register("ZKBackend(bzid, real ZooKeeper) op sequence", scenarioRealZK)
+	registerDataclasses(r)
 }
 
 func str(s string) *string { return &s }

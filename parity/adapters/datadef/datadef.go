@@ -5,10 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/datadef"
+	"github.com/monolith-go/monolith/pkg/datadef/pydataclass"
+	"google.golang.org/protobuf/encoding/prototext"
 )
 
 // Register adds the data_def.py calls.
@@ -22,6 +26,17 @@ func Register(r *harness.Registry) {
 		r.Register(class+".get_path", getPath)
 	}
 	r.Register("ReplicaMeta.get_address", getAddress)
+	r.Register("EmptyStatus", emptyStatus)
+}
+
+func emptyStatus(*harness.Ctx, harness.Input) (any, error) {
+	st := datadef.EmptyStatus()
+	text, err := prototext.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"text_format": string(text), "error_code": int(st.GetErrorCode()),
+		"error_message": st.GetErrorMessage(), "type": string(st.ProtoReflect().Descriptor().FullName())}, nil
 }
 
 func enumValues(*harness.Ctx, harness.Input) (any, error) {
@@ -43,7 +58,10 @@ func enumValues(*harness.Ctx, harness.Input) (any, error) {
 }
 
 // record is any data_def record as the adapter handles it.
-type record interface{ Serialize() []byte }
+type record interface {
+	Serialize() []byte
+	PyDict() pydataclass.Value
+}
 
 // kwargs decodes the case's kwargs (the dataclass constructor arguments) into a record: the record
 // with its defaults is serialized, the kwargs merged over it, and the result deserialized.
@@ -71,7 +89,7 @@ func recordFromKwargs(class string, raw json.RawMessage) (record, error) {
 	}
 	// Constructor arguments that are not JSON-shaped in the serialized form.
 	if class == "Event" {
-		if raw, ok := kw["data"]; ok {
+		if raw, ok := kw["data"]; ok && !isNull(raw) {
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil {
 				return nil, fmt.Errorf("kwargs.data: %w", err)
@@ -100,7 +118,7 @@ func recordFromKwargs(class string, raw json.RawMessage) (record, error) {
 
 func enumName(kw map[string]json.RawMessage, key string, names map[string]int) error {
 	raw, ok := kw[key]
-	if !ok {
+	if !ok || isNull(raw) {
 		return nil
 	}
 	var name string
@@ -180,41 +198,68 @@ func optStr(s *string) any {
 	return *s
 }
 
-func optInt(n *int) any {
-	if n == nil {
-		return nil
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// fields lists a record's fields as the goldens do, from what the record holds in Python terms:
+// enums by name (except the proto enum stat), bytes as bytes, non-finite floats as json.dumps
+// writes them (the goldens hold them as strings).
+func fields(rec record) map[string]any {
+	out := map[string]any{}
+	for _, m := range rec.PyDict().D {
+		v := m.Val
+		switch {
+		case v.Kind == pydataclass.Null:
+			out[m.Key] = nil
+		case m.Key == "ptype" && v.Kind == pydataclass.Int:
+			n, _ := v.Int64()
+			out[m.Key] = datadef.PublishType(n).String()
+		case m.Key == "etype" && v.Kind == pydataclass.Int:
+			n, _ := v.Int64()
+			out[m.Key] = datadef.EventType(n).String()
+		case m.Key == "data" && v.Kind == pydataclass.List:
+			b := make([]byte, len(v.L))
+			for i, x := range v.L {
+				n, _ := x.Int64()
+				b[i] = byte(n)
+			}
+			out[m.Key] = utils.PyBytes(b)
+		default:
+			out[m.Key] = PyJSON(v)
+		}
 	}
-	return *n
+	return out
 }
 
-// fields lists a record's fields as the goldens do (enums by name, except the proto enum stat).
-func fields(rec record) map[string]any {
-	switch r := rec.(type) {
-	case datadef.ModelMeta:
-		return map[string]any{"model_name": optStr(r.ModelName), "model_dir": optStr(r.ModelDir), "ckpt": optStr(r.Ckpt),
-			"num_shard": r.NumShard, "action": r.Action, "spec_replicas": r.SpecReplicas}
-	case datadef.ResourceSpec:
-		return map[string]any{"address": optStr(r.Address), "shard_id": optInt(r.ShardID), "replica_id": optInt(r.ReplicaID),
-			"memory": optInt(r.Memory), "cpu": harness.Float(r.CPU), "network": harness.Float(r.Network), "work_load": harness.Float(r.WorkLoad)}
-	case datadef.PublishMeta:
-		var subs any
-		if r.SubModels != nil {
-			m := map[string]any{}
-			for _, s := range r.SubModels {
-				m[s.Name] = s.Path
-			}
-			subs = m
+// PyJSON is a Python value as the goldens write it: ints and floats in their literal forms,
+// non-finite floats as the strings json.dumps gives them, lone surrogates as U+FFFD (what a JSON
+// reader makes of their escapes).
+func PyJSON(v pydataclass.Value) any {
+	switch v.Kind {
+	case pydataclass.Null:
+		return nil
+	case pydataclass.Bool:
+		return v.B
+	case pydataclass.Int:
+		return json.Number(v.I)
+	case pydataclass.Float:
+		if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
+			return string(v.JSON())
 		}
-		return map[string]any{"shard_id": optInt(r.ShardID), "replica_id": r.ReplicaID, "model_name": optStr(r.ModelName),
-			"num_ps": optInt(r.NumPS), "total_publish_num": r.TotalPublishNum, "sub_models": subs, "ptype": r.PType.String(), "is_spec": r.IsSpec}
-	case datadef.ReplicaMeta:
-		return map[string]any{"address": optStr(r.Address), "address_ipv6": optStr(r.AddressIPv6), "stat": int(r.Stat),
-			"model_name": optStr(r.ModelName), "server_type": optStr(r.ServerType), "task": r.Task, "replica": r.Replica,
-			"archon_address": optStr(r.ArchonAddress), "archon_address_ipv6": optStr(r.ArchonAddressIPv6)}
-	case datadef.Event:
-		return map[string]any{"path": optStr(r.Path), "data": utils.PyBytes(r.Data), "etype": r.EType.String()}
+		return harness.Float(v.F)
+	case pydataclass.Str:
+		return strings.ToValidUTF8(v.S, "\uFFFD")
+	case pydataclass.List:
+		l := make([]any, len(v.L))
+		for i, x := range v.L {
+			l[i] = PyJSON(x)
+		}
+		return l
 	}
-	return nil
+	d := map[string]any{}
+	for _, m := range v.D {
+		d[strings.ToValidUTF8(m.Key, "\uFFFD")] = PyJSON(m.Val)
+	}
+	return d
 }
 
 func deserialize(_ *harness.Ctx, in harness.Input) (any, error) {
