@@ -34,6 +34,9 @@ type Spec struct {
 	Flags     []Flags  `yaml:"flags"`
 	Goldens   []Golden `yaml:"goldens"`
 	Parity    []Symbol `yaml:"parity"`
+	// Dataclasses and Enums are Python dataclasses and enums generated with their JSON codecs (dataclass.go).
+	Dataclasses []Dataclass `yaml:"dataclasses"`
+	Enums       []Enum      `yaml:"enums"`
 
 	// Path is the spec file's path relative to the specs root, e.g. agent_service/utils.yaml.
 	Path string `yaml:"-"`
@@ -397,6 +400,9 @@ func validate(file string, s *Spec) error {
 		if strings.HasPrefix(g.Dir, "/") || strings.Contains(g.Dir, "..") {
 			return errAt(g.Line, "golden %q: dir %q must be relative to the repository root", g.Name, g.Dir)
 		}
+	}
+	if err := validateDataclasses(s, errAt); err != nil {
+		return err
 	}
 	symbols := map[string]int{}
 	cases := map[string]int{}
