@@ -1,0 +1,186 @@
+// Package testexport makes exports for the model server's tests the way a user makes them: a dnn
+// model trained on parameter servers of this process (pkg/ps over loopback gRPC), checkpointed as
+// cmd/train's chief checkpoints it, and exported with pkg/export. The trained model stays, so a
+// test can compare the served predictions with the trainer's.
+package testexport
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
+	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
+	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
+	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
+	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
+	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/ps"
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/dnn"
+	"github.com/monolith-go/monolith/pkg/trainer/synth"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// ClickLog is the generator of the tests' data: 3 slots of latent-factor ids and 4 dense values.
+var ClickLog = synth.Config{Seed: 7, NumDense: 4, NumSlots: 3, Vocab: 60, LatentDim: 2}
+
+// Dim is the embedding dimension of every table.
+const Dim = 4
+
+// Job is a dnn model training on parameter servers of this process.
+type Job struct {
+	t        testing.TB
+	Gen      *synth.Generator
+	Spec     export.ModelSpec
+	Model    *dnn.Model
+	router   *ps.Router
+	modelDir string
+	cp       *ckptdir.Checkpointer
+	input    *synth.Stream
+}
+
+// NewJob starts numPS parameter servers and a model with hidden layers over them; everything
+// stops when the test ends.
+func NewJob(t testing.TB, numPS int, hidden []int) *Job {
+	t.Helper()
+	g, err := synth.New(ClickLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var features []dnn.Feature
+	var tables []*pspb.TableConfig
+	for s := 1; s <= ClickLog.NumSlots; s++ {
+		name := synth.SlotFeature(s)
+		features = append(features, dnn.Feature{Name: name, Slot: s, Dim: Dim})
+		tables = append(tables, ps.NewTableConfig(name, Dim,
+			&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
+				LearningRate: proto.Float32(0.3), InitialAccumulatorValue: proto.Float32(0.1)}}},
+			&initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}}))
+	}
+	j := &Job{t: t, Gen: g, modelDir: t.TempDir(), input: g.Stream(1)}
+	var addrs []string
+	for i := range numPS {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: numPS, Tables: tables, Workers: 1, Logger: quiet})
+		if err != nil {
+			lis.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.Stop(ctx)
+		})
+		addrs = append(addrs, r.Addr())
+	}
+	if j.router, err = ps.NewRouter(ps.RouterConfig{Addrs: addrs, CallTimeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.router.Close() })
+	cfg := dnn.Config{Features: features, DenseDim: g.Schema().DenseDim(), Hidden: hidden, LearningRate: 0.01,
+		EmbeddingLearningRates: []float32{0.3}, Seed: 1}
+	// The tables' update times tick one second per update (Apply runs for the tables at once).
+	var stamp atomic.Int64
+	stamp.Store(1700000000)
+	now := func() time.Time { return time.Unix(stamp.Add(1), 0) }
+	if j.Model, err = dnn.New(cfg, ps.RouterStore{Router: j.router, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	j.Spec = export.SpecFromDNN(j.Model.Config(), g.Schema().Dense)
+	if j.cp, err = ckptdir.Open(ckptdir.Options{Dir: j.modelDir, MaxToKeep: 100, Log: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// Examples draws n examples of stream s (stream 1 is the training stream's: use another).
+func (j *Job) Examples(s uint64, n int) []*examplepb.Example {
+	st := j.Gen.Stream(s)
+	out := make([]*examplepb.Example, n)
+	for i := range out {
+		out[i], _ = st.Next()
+	}
+	return out
+}
+
+// Batch is the examples as the trainer reads them.
+func (j *Job) Batch(examples []*examplepb.Example) *batch.Batch {
+	j.t.Helper()
+	b := &batch.Batch{}
+	for _, ex := range examples {
+		if err := j.Gen.Schema().Append(b, ex); err != nil {
+			j.t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// Train takes steps training steps of batch 64 on the training stream.
+func (j *Job) Train(ctx context.Context, steps int) {
+	j.t.Helper()
+	for range steps {
+		if _, err := j.Model.Step(ctx, j.Batch(j.nextExamples(64))); err != nil {
+			j.t.Fatal(err)
+		}
+	}
+}
+
+func (j *Job) nextExamples(n int) []*examplepb.Example {
+	out := make([]*examplepb.Example, n)
+	for i := range out {
+		out[i], _ = j.input.Next()
+	}
+	return out
+}
+
+// Export checkpoints the model's step as cmd/train's chief does (the parameter servers dump the
+// tables, then the dense checkpoint is saved) and exports it into base (model name: base's name)
+// with numPS PS sub-graphs (0: the trainer's).
+func (j *Job) Export(ctx context.Context, base string, numPS int) *export.Result {
+	j.t.Helper()
+	step := j.Model.GlobalStep()
+	prefix := filepath.Join(j.modelDir, "model.ckpt-"+strconv.FormatInt(step, 10))
+	if _, err := j.router.Save(ctx, prefix+export.EmbeddingsSuffix); err != nil {
+		j.t.Fatal(err)
+	}
+	if _, err := j.cp.Save(ctx, step, j.Model.Tensors()); err != nil {
+		j.t.Fatal(err)
+	}
+	res, err := export.Export(ctx, export.Options{ModelDir: j.modelDir, ExportBase: base, Spec: j.Spec, NumPS: numPS, Keep: 0, Log: quiet})
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return res
+}
+
+// Predict is the trainer's prediction of examples.
+func (j *Job) Predict(ctx context.Context, examples []*examplepb.Example) []float64 {
+	j.t.Helper()
+	p, err := j.Model.Predict(ctx, j.Batch(examples))
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return p
+}
+
+// Lookup is the trainer's embeddings of ids in table (zeros for ids without an entry).
+func (j *Job) Lookup(ctx context.Context, table string, ids []int64) []float32 {
+	j.t.Helper()
+	out := make([]float32, len(ids)*Dim)
+	if err := (ps.RouterStore{Router: j.router}).Lookup(ctx, table, ids, out); err != nil {
+		j.t.Fatal(err)
+	}
+	return out
+}

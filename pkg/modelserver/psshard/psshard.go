@@ -1,0 +1,170 @@
+// Package psshard serves a PS sub-graph ("<model>:ps_<i>") of an export (pkg/export's PS shard:
+// the embedding tables' entries with floormod(id, num_ps) == i) with one signature, lookup, which
+// the entry calls for the ids of its batch:
+//
+//	signature "lookup" (also "serving_default"), method tensorflow/serving/predict
+//	  inputs   table       DT_STRING, shape [] or [1]: the embedding table's name
+//	           ids         DT_INT64, shape [n]: ids of this shard (floormod(id, num_ps) == i)
+//	  outputs  embeddings  DT_FLOAT, shape [n, dim]: row k is ids[k]'s embedding, zeros for an id
+//	                       the table has no entry for (the trainer's lookup does the same)
+//
+// An id of another shard, an unknown table or a malformed tensor is INVALID_ARGUMENT. Request and
+// LookupResult build and read these tensors for a client.
+package psshard
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
+	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
+	"github.com/monolith-go/monolith/pkg/embedding"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/modelserver"
+	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
+)
+
+// The lookup signature's names.
+const (
+	Signature       = "lookup"
+	InputTable      = "table"
+	InputIDs        = "ids"
+	OutputEmbedding = "embeddings"
+)
+
+// Servable is a loaded PS shard.
+type Servable struct {
+	shard *export.PSShard
+	sigs  map[string]*tfprotobuf.SignatureDef
+}
+
+// Load is the modelserver.Loader of PS sub-graphs: it reads the version directory with
+// export.LoadPSShard (a corrupt or inconsistent shard is an error of kind Value, a missing file of
+// kind NotFound: neither is retried). A model named "<model>:ps_<i>" must hold shard i.
+func Load(ctx context.Context, src modelserver.Source) (modelserver.Servable, error) {
+	shard, err := export.LoadPSShard(ctx, src.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if sub := src.Model[strings.LastIndexByte(src.Model, ':')+1:]; strings.HasPrefix(sub, "ps_") && sub != export.PSSubGraph(shard.Manifest.Index) {
+		return nil, errkind.New(errkind.Value, "PS shard %s holds shard %d of %d, not the model's %s", src.Dir, shard.Manifest.Index, shard.Manifest.NumPS, sub)
+	}
+	return New(shard), nil
+}
+
+// New serves a loaded shard.
+func New(shard *export.PSShard) *Servable {
+	def := &tfprotobuf.SignatureDef{
+		MethodName: modelserver.PredictMethod,
+		Inputs: map[string]*tfprotobuf.TensorInfo{
+			InputTable: tensorInfo(InputTable, tfframework.DataType_DT_STRING),
+			InputIDs:   tensorInfo(InputIDs, tfframework.DataType_DT_INT64, -1),
+		},
+		Outputs: map[string]*tfprotobuf.TensorInfo{
+			OutputEmbedding: tensorInfo(OutputEmbedding, tfframework.DataType_DT_FLOAT, -1, -1),
+		},
+	}
+	return &Servable{shard: shard, sigs: map[string]*tfprotobuf.SignatureDef{Signature: def, modelserver.DefaultSignature: def}}
+}
+
+func tensorInfo(name string, dtype tfframework.DataType, dims ...int64) *tfprotobuf.TensorInfo {
+	shape := &tfframework.TensorShapeProto{}
+	for _, d := range dims {
+		shape.Dim = append(shape.Dim, &tfframework.TensorShapeProto_Dim{Size: d})
+	}
+	return &tfprotobuf.TensorInfo{Encoding: &tfprotobuf.TensorInfo_Name{Name: name}, Dtype: dtype, TensorShape: shape}
+}
+
+// Shard is the loaded shard (parameter sync assigns to its tables).
+func (s *Servable) Shard() *export.PSShard { return s.shard }
+
+// Signatures implements modelserver.Servable.
+func (s *Servable) Signatures() map[string]*tfprotobuf.SignatureDef { return s.sigs }
+
+// Predict implements modelserver.Servable: the lookup signature.
+func (s *Servable) Predict(_ context.Context, _ string, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
+	table, ids, err := ParseRequest(inputs)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	m := &s.shard.Manifest
+	t, ok := s.shard.Tables[table]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "ps_%d of %s has no table %q (tables: %s)", m.Index, m.ModelName, table, strings.Join(slices.Sorted(maps.Keys(s.shard.Tables)), ", "))
+	}
+	for _, id := range ids {
+		if sh := embedding.Shard(id, m.NumPS); sh != m.Index {
+			return nil, status.Errorf(codes.InvalidArgument, "id %d belongs to ps_%d of %d, not ps_%d", id, sh, m.NumPS, m.Index)
+		}
+	}
+	dim := t.Dim()
+	out := make([]float32, len(ids)*dim)
+	if _, err := t.Lookup(ids, out); err != nil {
+		return nil, fmt.Errorf("ps_%d: lookup in table %q: %w", m.Index, table, err)
+	}
+	return map[string]*tfframework.TensorProto{OutputEmbedding: tensors.FromFloat32s(out, int64(len(ids)), int64(dim))}, nil
+}
+
+// Close implements modelserver.Servable; the tables go with the servable.
+func (s *Servable) Close() error { return nil }
+
+// Request is the lookup signature's inputs for ids of table.
+func Request(table string, ids []int64) map[string]*tfframework.TensorProto {
+	return map[string]*tfframework.TensorProto{
+		InputTable: tensors.FromStrings([][]byte{[]byte(table)}),
+		InputIDs:   tensors.FromInt64s(ids, int64(len(ids))),
+	}
+}
+
+// ParseRequest reads the lookup signature's inputs; errors are of kind Value.
+func ParseRequest(inputs map[string]*tfframework.TensorProto) (table string, ids []int64, err error) {
+	tt, ok := inputs[InputTable]
+	if !ok {
+		return "", nil, errkind.New(errkind.Value, "lookup: no input %q", InputTable)
+	}
+	names, err := tensors.Strings(tt)
+	if err != nil || len(names) != 1 {
+		return "", nil, errkind.New(errkind.Value, "lookup: input %q must be one string (%d values, %v)", InputTable, len(names), err)
+	}
+	it, ok := inputs[InputIDs]
+	if !ok {
+		return "", nil, errkind.New(errkind.Value, "lookup: no input %q", InputIDs)
+	}
+	if ids, err = tensors.Int64s(it); err != nil {
+		return "", nil, errkind.New(errkind.Value, "lookup: input %q: %v", InputIDs, err)
+	}
+	return string(names[0]), ids, nil
+}
+
+// LookupResult writes the embeddings of a lookup answer to out (len(ids)*dim floats, in the ids'
+// order); an answer of another shape is an error of kind Value.
+func LookupResult(outputs map[string]*tfframework.TensorProto, n int, out []float32) error {
+	t, ok := outputs[OutputEmbedding]
+	if !ok {
+		return errkind.New(errkind.Value, "lookup answer has no output %q", OutputEmbedding)
+	}
+	shape := tensors.Shape(t)
+	if n == 0 {
+		return nil
+	}
+	if len(shape) != 2 || shape[0] != int64(n) || shape[0]*shape[1] != int64(len(out)) {
+		return errkind.New(errkind.Value, "lookup answer of shape %v for %d ids of dimension %d", shape, n, len(out)/n)
+	}
+	if c := t.GetTensorContent(); len(c) == 4*len(out) && t.GetDtype() == tfframework.DataType_DT_FLOAT {
+		tensors.DecodeFloat32s(c, out) // without the intermediate slice
+		return nil
+	}
+	vals, err := tensors.Float32s(t)
+	if err != nil {
+		return errkind.New(errkind.Value, "lookup answer: %v", err)
+	}
+	copy(out, vals)
+	return nil
+}
