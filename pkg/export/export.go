@@ -265,6 +265,10 @@ func (w *writer) run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("create the version directory: %w", err)
 		}
 		w.temps[sg] = tmp
+		// MkdirTemp makes it private; the model server may run as another user.
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return nil, fmt.Errorf("create the version directory: %w", err)
+		}
 	}
 	exportedAt := w.o.Now().UTC().Format(time.RFC3339)
 	shards, err := w.writeTables(ctx)
@@ -454,6 +458,13 @@ func (w *writer) writeEntry(exportedAt string, totals map[string]int64) error {
 	tensors := servingTensors(w.src.tensors, w.o.WithOptimizerState)
 	if err := checkpoint.WriteDense(filepath.Join(dir, DensePrefix), tensors); err != nil {
 		return err
+	}
+	for _, ext := range []string{".data", ".index"} {
+		// WriteDense's temporary files are private, as a checkpoint's may be; an export is read
+		// by the model server.
+		if err := os.Chmod(filepath.Join(dir, DensePrefix+ext), 0o644); err != nil {
+			return fmt.Errorf("write the dense parameters: %w", err)
+		}
 	}
 	sm, err := entrySavedModel(w.o.ModelName, w.numPS)
 	if err != nil {

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,6 +80,18 @@ func TestExportReproducesTheTrainer(t *testing.T) {
 			if !slices.Equal(subs, want) {
 				t.Fatalf("sub-graphs %v, want %v", subs, want)
 			}
+
+			// Everyone may read it (the model server may run as another user).
+			filepath.WalkDir(base, func(p string, e fs.DirEntry, err error) error {
+				if err != nil {
+					t.Fatal(err)
+				}
+				fi, _ := e.Info()
+				if want := fs.FileMode(0o044); e.IsDir() && fi.Mode().Perm()&0o055 != 0o055 || !e.IsDir() && fi.Mode().Perm()&want != want {
+					t.Errorf("%s: mode %v, not readable by all", p, fi.Mode())
+				}
+				return nil
+			})
 
 			// The entry: the trainer's dense parameters, bit for bit.
 			entry, err := LoadEntry(res.Dirs[EntrySubGraph])
@@ -271,7 +284,7 @@ func TestWriteStateFormat(t *testing.T) {
 		{resource.ServingModelState{Entries: []resource.ServingEntry{{ExportDir: "/tmp/x/entry/100", GlobalStep: 100}, {ExportDir: `/tmp/x/entry/200 "q"`, GlobalStep: 200}}},
 			"entries {\n  export_dir: \"/tmp/x/entry/100\"\n  global_step: 100\n}\nentries {\n  export_dir: \"/tmp/x/entry/200 \\\"q\\\"\"\n  global_step: 200\n}\n"},
 	} {
-		dir := t.TempDir()
+		dir := filepath.Join(t.TempDir(), "entry") // created by WriteState
 		if err := WriteState(dir, &tc.st); err != nil {
 			t.Fatal(err)
 		}

@@ -29,8 +29,12 @@ func ReadState(dir string) (*resource.ServingModelState, error) {
 
 // WriteState is export_state_utils.overwrite_export_saver_listener_state: st into
 // dir/ExportSaverListenerState, in the text format Python's text_format.MessageToString writes,
-// through dir/ExportSaverListenerState-tmp renamed over it (as the reference does).
+// through dir/ExportSaverListenerState-tmp renamed over it, dir created when missing (as the
+// reference does).
 func WriteState(dir string, st *resource.ServingModelState) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("export state: %w", err)
+	}
 	return writeState(osFS{}, dir, st)
 }
 

@@ -1,0 +1,183 @@
+// Command export writes a checkpoint of cmd/train's dnn model as the layout the agent serves
+// (pkg/export): <export_base>/entry/<version>/ (the model spec, the dense parameters, a
+// saved_model.pb naming the PS sub-graphs) and <export_base>/ps_<i>/<version>/ (shard i of the
+// embedding tables, EntryDump TFRecords), each version directory written under a temporary name
+// and renamed once complete, and each sub-graph's ExportSaverListenerState updated. agentctl decl
+// --export_base then declares it.
+//
+// The checkpoint is --model_dir's newest, or --checkpoint. The model's configuration is not in a
+// checkpoint: --dense_features, --sparse_features, --embedding_dim and --hidden must be those the
+// model was trained with (their defaults are cmd/train's); a spec that does not fit the checkpoint
+// is refused.
+//
+// Exit status: 0 after the export; 2 for a bad command line or bad input (a missing, corrupt or
+// ill-fitting checkpoint, a version exported already, an export base that cannot be written);
+// 1 for a failure while writing (a full disk). After a failure nothing of the export is visible.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	savedmodelexportersspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/saved_model_exporters"
+	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/export"
+)
+
+const name = "export"
+
+const description = "Export a checkpoint of cmd/train's dnn model as the entry + PS sub-graphs the agent serves " +
+	"(<export_base>/entry/<version>/, <export_base>/ps_<i>/<version>/), for agentctl decl."
+
+// cmdFlags is the command line, from the spec (saved_model_exporters.yaml ExportFlags).
+type cmdFlags struct {
+	cli.Common
+	savedmodelexportersspec.ExportFlags
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c cmdFlags
+	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return cli.Exit(name, cli.Usage(err), stderr)
+	}
+	log := c.Logger(stderr, level)
+	slog.SetDefault(log)
+	return cli.Exit(name, exportModel(ctx, c.ExportFlags, stdout, log), stderr)
+}
+
+// exportModel runs the export the flags describe and prints what it wrote.
+func exportModel(ctx context.Context, f savedmodelexportersspec.ExportFlags, stdout io.Writer, log *slog.Logger) error {
+	switch {
+	case f.ModelDir == "":
+		return cli.Usage(errors.New("--model_dir is required: the checkpoint directory"))
+	case f.ExportBase == "":
+		return cli.Usage(errors.New("--export_base is required: the export's base directory"))
+	case f.NumPS < 0:
+		return cli.Usage(fmt.Errorf("--num_ps %d is negative", f.NumPS))
+	case f.Keep < 0:
+		return cli.Usage(fmt.Errorf("--keep %d is negative", f.Keep))
+	case f.Timeout <= 0:
+		return cli.Usage(fmt.Errorf("--timeout %v is not positive", f.Timeout))
+	}
+	spec, err := modelSpec(f)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if err := spec.Validate(); err != nil {
+		return cli.Usage(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
+	defer cancel()
+	start := time.Now()
+	res, err := export.Export(ctx, export.Options{ModelDir: f.ModelDir, Checkpoint: f.Checkpoint, ExportBase: f.ExportBase,
+		ModelName: f.ModelName, Spec: spec, NumPS: f.NumPS, VersionType: export.VersionType(f.VersionType), Keep: f.Keep,
+		WithOptimizerState: f.WithOptimizerState, Log: log})
+	if err != nil {
+		return classify(err)
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(stdout, "exported %s (global step %d) as version %d: entry and %d PS sub-graphs, %d embedding entries, %d bytes in %.3f s\n",
+		res.Checkpoint, res.GlobalStep, res.Version, res.NumPS, res.Entries, res.Bytes, elapsed.Seconds())
+	fmt.Fprintf(stdout, "  %-8s %s\n", export.EntrySubGraph, res.Dirs[export.EntrySubGraph])
+	for i := range res.NumPS {
+		sg := export.PSSubGraph(i)
+		fmt.Fprintf(stdout, "  %-8s %s\n", sg, res.Dirs[sg])
+	}
+	for _, dir := range res.Removed {
+		fmt.Fprintf(stdout, "  removed  %s\n", dir)
+	}
+	return nil
+}
+
+// classify makes an error of the input (the checkpoint, the spec, the version, an export base
+// that cannot be written) a usage error; what fails while writing (a full disk) stays a failure.
+func classify(err error) error {
+	switch errkind.Of(err) {
+	case errkind.NotFound, errkind.Value, errkind.Precondition:
+		return cli.Usage(err)
+	}
+	if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
+		return cli.Usage(err)
+	}
+	return err
+}
+
+// modelSpec is the dnn spec of the flags, as cmd/train builds its model from the same flags: one
+// table per sparse feature, of its name, pooled by sum, and the dot interaction.
+func modelSpec(f savedmodelexportersspec.ExportFlags) (export.ModelSpec, error) {
+	s := export.ModelSpec{Model: export.ModelDNN, Interaction: "dot", Hidden: []int{}}
+	if f.EmbeddingDim <= 0 {
+		return s, fmt.Errorf("--embedding_dim %d is not positive", f.EmbeddingDim)
+	}
+	for _, item := range splitList(f.DenseFeatures) {
+		n, dim, ok := strings.Cut(item, ":")
+		d, err := strconv.Atoi(dim)
+		if !ok || n == "" || err != nil || d <= 0 {
+			return s, fmt.Errorf("--dense_features %q: want name:dim items (dim > 0), got %q", f.DenseFeatures, item)
+		}
+		s.DenseFeatures = append(s.DenseFeatures, export.DenseFeature{Name: n, Dim: d})
+	}
+	sparse := splitList(f.SparseFeatures)
+	if len(sparse) == 0 {
+		return s, fmt.Errorf("--sparse_features is empty: the model has at least one")
+	}
+	for _, item := range sparse {
+		n, slot, given := strings.Cut(item, ":")
+		if !given {
+			if slot, given = strings.CutPrefix(n, "slot_"); !given {
+				return s, fmt.Errorf("--sparse_features: feature %q: give its fid slot (%s:<slot>)", n, n)
+			}
+		}
+		v, err := strconv.Atoi(slot)
+		if n == "" || err != nil || v < 0 || v > maxFidSlot {
+			return s, fmt.Errorf("--sparse_features: feature %q: slot %q is not a fid slot (0 to %d)", n, slot, maxFidSlot)
+		}
+		s.SparseFeatures = append(s.SparseFeatures, export.SparseFeature{Name: n, Slot: v, Table: n, Dim: f.EmbeddingDim, Pooling: "sum"})
+	}
+	for _, item := range splitList(f.Hidden) {
+		w, err := strconv.Atoi(item)
+		if err != nil || w <= 0 {
+			return s, fmt.Errorf("--hidden %q: want positive widths, a comma list", f.Hidden)
+		}
+		s.Hidden = append(s.Hidden, w)
+	}
+	return s, nil
+}
+
+// maxFidSlot is the largest v2 fid slot (15 bits).
+const maxFidSlot = 1<<15 - 1
+
+// splitList splits a comma list, trimming its items; "" is none.
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	items := strings.Split(s, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items
+}
