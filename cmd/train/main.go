@@ -51,6 +51,7 @@ import (
 	"syscall"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	exporthooksspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/export_hooks"
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 	"github.com/monolith-go/monolith/pkg/runconfig"
@@ -69,6 +70,7 @@ type cmdFlags struct {
 	cli.Common
 	runconfig.RunnerFlags
 	cputrainingspec.TrainFlags
+	exporthooksspec.ExportHookFlags
 }
 
 // deps is what run takes from its process; tests replace it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	exporthooksspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/export_hooks"
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/dataset"
 	"github.com/monolith-go/monolith/pkg/discovery"
@@ -73,6 +74,9 @@ func (r role) String() string {
 func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Writer, log *slog.Logger, d deps) (err error) {
 	f := c.TrainFlags
 	if err := checkFlags(f); err != nil {
+		return cli.Usage(err)
+	}
+	if err := checkExportFlags(c.ExportHookFlags, f.Model); err != nil {
 		return cli.Usage(err)
 	}
 	rc, err := runConfig(&c.RunnerFlags, f, discoveryGiven, d)
@@ -158,7 +162,7 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 		} else {
 			fmt.Fprintf(stdout, "  model_dir    %s (the chief's checkpoints, read at the start)\n", rc.ModelDir)
 		}
-		return fit(ctx, rc, f, in, cp, disc, r, stdout, log, d)
+		return fit(ctx, rc, f, c.ExportHookFlags, in, cp, disc, r, stdout, log, d)
 	})
 }
 
@@ -347,7 +351,7 @@ func saveEvery(rc *runconfig.RunnerConfig) string {
 
 // fit builds the model, the estimator and the hooks, then trains and evaluates (or only evaluates
 // in eval mode) and prints the final line. The chief evaluates; the other workers only train.
-func fit(ctx context.Context, rc *runconfig.RunnerConfig, f cputrainingspec.TrainFlags, in data, cp estimator.Checkpointer,
+func fit(ctx context.Context, rc *runconfig.RunnerConfig, f cputrainingspec.TrainFlags, ex exporthooksspec.ExportHookFlags, in data, cp estimator.Checkpointer,
 	disc discovery.ServiceDiscovery, r role, stdout io.Writer, log *slog.Logger, d deps) (err error) {
 	files := shard(in.train, r.index, r.workers)
 	if len(files) == 0 {
@@ -379,6 +383,9 @@ func fit(ctx context.Context, rc *runconfig.RunnerConfig, f cputrainingspec.Trai
 		model, cp = w.model, w.checkpointer
 	}
 	ecfg := estimator.Config{Checkpointer: cp, LogStepCountSteps: int64(rc.LogStepCountSteps), Log: log}
+	if ecfg.SaverListeners, err = exportListeners(ex, rc, w, r, in.schema, stdout, log); err != nil {
+		return err
+	}
 	if rc.SaveCheckpointsSecs != nil {
 		ecfg.SaveCheckpointsSecs = time.Duration(*rc.SaveCheckpointsSecs) * time.Second
 	}
