@@ -15,8 +15,10 @@ var pyKinds = map[string]errkind.Kind{
 	"JSONDecodeError": errkind.Value,
 	"TypeError":       errkind.Type,
 	"RuntimeError":    errkind.Runtime,
-	"AttributeError":  errkind.Attribute,
-	"KeyError":        errkind.NotFound,
+	// RecursionError subclasses RuntimeError (an include cycle in conf_parser recurses until it).
+	"RecursionError": errkind.Runtime,
+	"AttributeError": errkind.Attribute,
+	"KeyError":       errkind.NotFound,
 	// IndexError: a sequence has no such position, the list analogue of KeyError.
 	"IndexError":        errkind.NotFound,
 	"FileNotFoundError": errkind.NotFound,

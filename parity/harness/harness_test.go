@@ -59,6 +59,8 @@ func TestRunVerdicts(t *testing.T) {
 			pyErr: pyErr("ValueError", "py says")}, Policy{}, StatusPass, ""},
 		{"error kind subclass", goldenCase{call: "raise", input: raise("Value", "x"),
 			pyErr: pyErr("JSONDecodeError", "Expecting value")}, Policy{}, StatusPass, ""},
+		{"recursion error is a runtime error", goldenCase{call: "raise", input: raise("Runtime", "x"),
+			pyErr: pyErr("RecursionError", "maximum recursion depth exceeded")}, Policy{}, StatusPass, ""},
 		{"error kind mismatch", goldenCase{call: "raise", input: raise("Type", "x"),
 			pyErr: pyErr("ValueError", "x")}, Policy{}, StatusFail, "expected ValueError (kind Value), got error of kind Type"},
 		{"unclassified go error", goldenCase{call: "raise", input: raise("Unknown", "x"),

@@ -11,8 +11,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
+
+	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
 // HostShardEnv names the variable holding the number of shards of the host (constants.py).
@@ -48,6 +51,9 @@ type Conf struct {
 	// Ignored lists lines the reference ignores (no value, empty value, missing include); FromFile
 	// turns them into errors, ParseConf keeps the reference's behaviour.
 	Ignored []Ignored
+	// preset holds the keys the caller's args held before parsing (ParseConfOnto): their empty
+	// values count, as the reference appends any value to a key already in args.
+	preset map[string]bool
 }
 
 // Ignored is a conf line that gave no value.
@@ -58,7 +64,8 @@ type Ignored struct {
 	Reason string
 }
 
-// ParseConf reads an agent.conf the way the reference's conf_parser does: blank lines and lines
+// ParseConf reads an agent.conf the way the reference's conf_parser does: lines end at "\n", "\r\n"
+// or "\r" (Python's universal newlines) and are stripped as str.strip does; blank lines and lines
 // starting with # are skipped; text from a # (not at the start) is cut; "include PATH" parses
 // another file in place; otherwise the line splits at the first run of spaces, tabs or '=' into key
 // and value, and a key with an empty value is ignored. A missing file yields an empty Conf, as in
@@ -71,12 +78,46 @@ func ParseConf(path string) (*Conf, error) {
 	return c, nil
 }
 
-// maxIncludeDepth stops include cycles, which would recurse forever in the reference.
+// ParseConfOnto is the reference's conf_parser(file, args) for an args dict that may already hold
+// keys: a key already in args (before or during parsing) whose value is not a list becomes the
+// list [that value, the line's value] (an empty value included); a key whose value is a list keeps
+// it unchanged; other keys are set as ParseConf reads them. A missing file leaves args as it is.
+func ParseConfOnto(path string, args map[string]any) error {
+	c := &Conf{Entries: map[string]*Entry{}, preset: make(map[string]bool, len(args))}
+	for k := range args {
+		c.preset[k] = true
+	}
+	if err := c.parse(path, 0, "", 0); err != nil {
+		return err
+	}
+	for k, e := range c.Entries {
+		prev, ok := args[k]
+		switch {
+		case !ok:
+			args[k] = e.PyValue()
+		case isList(prev):
+			// The reference appends only to a value that is not a list yet.
+		default:
+			args[k] = []any{prev, e.Values[0]}
+		}
+	}
+	return nil
+}
+
+func isList(v any) bool {
+	if v == nil {
+		return false
+	}
+	return reflect.TypeOf(v).Kind() == reflect.Slice
+}
+
+// maxIncludeDepth stops include cycles, which recurse in the reference until Python's recursion
+// limit raises RecursionError (a RuntimeError): the error here has kind Runtime too.
 const maxIncludeDepth = 16
 
 func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 	if depth > maxIncludeDepth {
-		return fmt.Errorf("%s: includes nested deeper than %d (an include cycle?)", path, maxIncludeDepth)
+		return errkind.New(errkind.Runtime, "%s: includes nested deeper than %d (an include cycle?)", path, maxIncludeDepth)
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -92,8 +133,9 @@ func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	sc.Split(scanUniversalLines)
 	for lineNo := 1; sc.Scan(); lineNo++ {
-		line := strings.TrimSpace(sc.Text())
+		line := pyStrip(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -101,7 +143,7 @@ func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 			line = line[:idx]
 		}
 		if strings.HasPrefix(line, "include") {
-			fields := strings.Fields(line)
+			fields := strings.FieldsFunc(line, pyIsSpace)
 			if err := c.parse(fields[len(fields)-1], depth+1, path, lineNo); err != nil {
 				return fmt.Errorf("%s:%d: %w", path, lineNo, err)
 			}
@@ -121,7 +163,7 @@ func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 			e.Lines = append(e.Lines, lineNo)
 			continue
 		}
-		if value == "" {
+		if value == "" && !c.preset[key] {
 			c.Ignored = append(c.Ignored, Ignored{File: path, Line: lineNo, Text: line, Reason: "a key with an empty value"})
 			continue
 		}
@@ -132,6 +174,32 @@ func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 		return fmt.Errorf("read conf %s: %w", path, err)
 	}
 	return nil
+}
+
+// scanUniversalLines splits text into lines the way Python's text files do (universal newlines):
+// at "\n", "\r\n" or a lone "\r", without the terminator.
+func scanUniversalLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	for i, b := range data {
+		switch b {
+		case '\n':
+			return i + 1, data[:i], nil
+		case '\r':
+			if i+1 < len(data) {
+				if data[i+1] == '\n' {
+					return i + 2, data[:i], nil
+				}
+				return i + 1, data[:i], nil
+			}
+			if atEOF {
+				return i + 1, data[:i], nil
+			}
+			return 0, nil, nil // a "\n" may follow
+		}
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // PyMap returns the dict the reference's conf_parser builds.

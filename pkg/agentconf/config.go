@@ -386,7 +386,10 @@ func FromFile(path string, opts Options) (*AgentConfig, error) {
 	}
 	conf, err := ParseConf(path)
 	if err != nil {
-		return nil, errkind.Wrap(errkind.Value, err)
+		if errkind.Of(err) == errkind.Unknown {
+			err = errkind.Wrap(errkind.Value, err)
+		}
+		return nil, err
 	}
 	if len(conf.Ignored) > 0 {
 		ig := conf.Ignored[0]

@@ -222,8 +222,13 @@ func TestIncludeCycle(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "agent.conf")
 	writeFile(t, dir, "agent.conf", "a 1\ninclude "+p+"\n")
-	if _, err := ParseConf(p); err == nil || !strings.Contains(err.Error(), "include cycle") {
-		t.Fatalf("ParseConf = %v, want an include cycle error", err)
+	// The reference recurses until Python raises RecursionError, a RuntimeError: kind Runtime, also
+	// through FromFile.
+	if _, err := ParseConf(p); err == nil || !strings.Contains(err.Error(), "include cycle") || errkind.Of(err) != errkind.Runtime {
+		t.Fatalf("ParseConf = %v, want an include cycle error of kind Runtime", err)
+	}
+	if _, err := FromFile(p, Options{}); errkind.Of(err) != errkind.Runtime {
+		t.Fatalf("FromFile = %v (kind %v), want kind Runtime", err, errkind.Of(err))
 	}
 }
 

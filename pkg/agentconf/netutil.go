@@ -161,7 +161,7 @@ func UpdateZKServers(zkServers string, useIPv6 bool) (string, error) {
 		}
 		numeric := true
 		for _, it := range items {
-			if it == "" || strings.Trim(it, "0123456789") != "" {
+			if !pyIsNumeric(it) { // str.isnumeric, as the reference: "１" and "四" count
 				numeric = false
 			}
 		}

@@ -1,6 +1,7 @@
 package agentconf
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -46,7 +47,7 @@ func NormalizeRegex(pattern string) string {
 
 // ExpandPattern expands [a-b,c-d] ranges (end exclusive, as Python's range) into every combination:
 // "ps_[0-2,5-7]" -> ps_0 ps_1 ps_5 ps_6. Like the reference, a bare number ("[1]") is an error
-// (kind Type) and a non-numeric bound is an error (kind Value).
+// (kind Type) and a non-numeric item or bound ("[a]", "[]", "[a-2]") is an error (kind Value).
 func ExpandPattern(pattern string) ([]string, error) {
 	return parsePattern(pattern, []string{""}, func(acc []string, lit, group string, isGroup bool) ([]string, error) {
 		if !isGroup {
@@ -59,6 +60,11 @@ func ExpandPattern(pattern string) ([]string, error) {
 		var nums []int
 		for _, item := range strings.Split(group, ",") {
 			if !strings.Contains(item, "-") {
+				// The reference converts the item before failing to extend a list by an int: a
+				// non-integer item is a Value error, an integer one a Type error.
+				if _, err := pyint.Atoi(item); err != nil {
+					return nil, errkind.New(errkind.Value, "expand pattern %q: item %q: %w", pattern, item, err)
+				}
 				return nil, errkind.New(errkind.Type, "expand pattern %q: item %q must be a range start-end", pattern, item)
 			}
 			parts := strings.Split(item, "-")
@@ -87,12 +93,16 @@ func ExpandPattern(pattern string) ([]string, error) {
 	}, "[", "]")
 }
 
-// ParseSubModelName splits "ps_3" into ("ps", 3); a name without an index has index 0.
+// ParseSubModelName splits "ps_3" into ("ps", 3) as the reference's pasre_sub_model_name: the name
+// is stripped (str.strip) and split at "_"; a name without an index has index 0; the type is lower
+// cased; an index int() rejects is a Value error with int()'s message ("invalid literal for int()
+// with base 10: 'x'"). More than one "_" is a Precondition error (the reference asserts), and an
+// index beyond 64 bits a Value error (Python's ints are unbounded).
 func ParseSubModelName(name string) (string, int, error) {
 	if name == "" {
 		return "", 0, errkind.New(errkind.Runtime, "sub_model_name is None or empty")
 	}
-	parts := strings.Split(strings.TrimSpace(name), "_")
+	parts := strings.Split(pyStrip(name), "_")
 	if len(parts) == 1 {
 		return strings.ToLower(parts[0]), 0, nil
 	}
@@ -100,8 +110,11 @@ func ParseSubModelName(name string) (string, int, error) {
 		return "", 0, errkind.New(errkind.Precondition, "sub model name %q: want {type} or {type}_{index}", name)
 	}
 	idx, err := pyint.Atoi(parts[1])
+	if errors.Is(err, pyint.ErrRange) {
+		return "", 0, errkind.New(errkind.Value, "sub model name %q: index %q is out of the 64-bit range", name, parts[1])
+	}
 	if err != nil {
-		return "", 0, errkind.New(errkind.Value, "sub model name %q: index %q is not an integer", name, parts[1])
+		return "", 0, errkind.Wrap(errkind.Value, err)
 	}
 	return strings.ToLower(parts[0]), idx, nil
 }

@@ -2,6 +2,8 @@ package agentconf
 
 import (
 	"regexp"
+
+	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
 // zkPathPattern is the reference's ZKPath.PAT with Python's meaning kept where RE2's differs: in a
@@ -61,4 +63,34 @@ func (z ZKPath) ShipIn(idc, cluster *string) bool {
 		return true
 	}
 	return z.IDC != nil && z.Cluster != nil && *idc == *z.IDC && *cluster == *z.Cluster
+}
+
+// Attr looks up a part by its reference attribute name (the regexp groups its __getattr__ serves,
+// the task and location properties, and path): nil when unset. Any other name is an error of kind
+// Precondition, as the reference asserts the name is one of its groups.
+func (z ZKPath) Attr(name string) (*string, error) {
+	switch name {
+	case "bzid":
+		return z.Bzid, nil
+	case "base_name":
+		return z.BaseName, nil
+	case "idc":
+		return z.IDC, nil
+	case "cluster":
+		return z.Cluster, nil
+	case "server_type":
+		return z.ServerType, nil
+	case "index":
+		return z.Index, nil
+	case "replica_id":
+		return z.Replica, nil
+	case "task":
+		return z.Task(), nil
+	case "location":
+		return z.Location(), nil
+	case "path":
+		p := z.Path
+		return &p, nil
+	}
+	return nil, errkind.New(errkind.Precondition, "ZKPath has no attribute %q", name)
 }

@@ -4,6 +4,7 @@
 package modelconfig
 
 import (
+	"math"
 	"path"
 	"strings"
 
@@ -56,6 +57,10 @@ func ModelConfig(name, basePath, policy string, data VersionData, labels map[str
 	case PolicyLatest:
 		if data.IsList {
 			return nil, errkind.New(errkind.Precondition, "version policy latest takes a number of versions, not a list %v", data.List)
+		}
+		if data.N < 0 || data.N > math.MaxUint32 {
+			// num_versions is a uint32: protobuf refuses the assignment (this is its message).
+			return nil, errkind.New(errkind.Value, "Value out of range: %d", data.N)
 		}
 		vp.PolicyChoice = &storagepath.FileSystemStoragePathSourceConfig_ServableVersionPolicy_Latest_{
 			Latest: &storagepath.FileSystemStoragePathSourceConfig_ServableVersionPolicy_Latest{NumVersions: uint32(data.N)}}

@@ -27,6 +27,11 @@ func TestModelConfig(t *testing.T) {
 		{"latest with a list", "latest", VersionData{List: []int64{1}, IsList: true}, nil, "", errkind.Precondition},
 		{"latest_once", "latest_once", VersionData{N: 1}, nil, "", errkind.Attribute},
 		{"unknown policy", "newest", VersionData{N: 1}, nil, "", errkind.Value},
+		// num_versions is a uint32: the reference's protobuf refuses what does not fit.
+		{"latest negative", "latest", VersionData{N: -1}, nil, "", errkind.Value},
+		{"latest beyond uint32", "latest", VersionData{N: 1 << 32}, nil, "", errkind.Value},
+		{"latest largest uint32", "latest", VersionData{N: 1<<32 - 1}, nil,
+			"name: \"m\"\nbase_path: \"/b\"\nmodel_platform: \"tensorflow\"\nmodel_version_policy {\n  latest {\n    num_versions: 4294967295\n  }\n}\n", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

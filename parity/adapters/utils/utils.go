@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
@@ -25,6 +26,7 @@ func Register(r *harness.Registry) {
 	r.Register("DeployType(dtype).compat_server_type(server_type)", compatServerType)
 	r.Register("ZKPath(path) attributes + ship_in", zkPathShipIn)
 	r.Register("ZKPath(path)", zkPath)
+	r.Register("getattr(ZKPath(path), name)", zkPathGetattr)
 	r.Register("normalize_regex(pattern)", normalizeRegex)
 	r.Register("expand_pattern(pattern)", expandPattern)
 	r.Register("pasre_sub_model_name(name)", parseSubModelName)
@@ -38,8 +40,21 @@ func Register(r *harness.Registry) {
 	registerModelConfig(r)
 }
 
-// writeConf writes the case's file_content (placeholders <tmp> and <include> filled in) and returns its path.
+// writeConf writes the case's include_files (name -> content, each at <tmp>/name) and file_content
+// (placeholders <tmp> and <include> filled in) and returns the conf's path.
 func writeConf(c *harness.Ctx, in harness.Input) (string, error) {
+	if in.Has("include_files") {
+		var files map[string]string
+		if err := in.Decode("include_files", &files); err != nil {
+			return "", err
+		}
+		for name, content := range files {
+			content = strings.ReplaceAll(content, "<tmp>", c.TempDir())
+			if err := os.WriteFile(filepath.Join(c.TempDir(), name), []byte(content), 0o644); err != nil {
+				return "", err
+			}
+		}
+	}
 	if !in.Has("file_content") {
 		return in.Str("file")
 	}
@@ -68,32 +83,37 @@ func confParser(c *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var initial map[string]any
-	if err := in.Decode("initial_args", &initial); err != nil {
+	args := map[string]any{}
+	if err := in.Decode("initial_args", &args); err != nil {
 		return nil, err
 	}
-	conf, err := agentconf.ParseConf(path)
-	if err != nil {
+	if err := agentconf.ParseConfOnto(path, args); err != nil {
 		return nil, err
 	}
-	out := conf.PyMap()
-	for k, v := range initial {
-		if _, ok := out[k]; !ok {
-			out[k] = v
-		}
-	}
-	return out, nil
+	return args, nil
 }
 
-// jsonValue converts a config value to what Python's json would write for it.
-func jsonValue(v any) any {
-	if f, ok := v.(float64); ok {
-		return harness.Float(f)
+// jsonValue converts a config value to what Python's json would write for it: a float field holds
+// a Python float once from_file has set it (float(eval(...))), but keeps its default's type when
+// nothing set it, and per_process_gpu_memory_fraction's default is the int 0.
+func jsonValue(f *fieldspec.Field, v any, set bool) any {
+	x, ok := v.(float64)
+	if !ok {
+		return v
 	}
-	return v
+	if !set && isIntLiteral(f.Default) {
+		return int64(x)
+	}
+	return harness.Float(x)
 }
 
-func configJSON(cfg *agentconf.AgentConfig) (map[string]any, error) {
+func isIntLiteral(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
+}
+
+// configJSON is the reference's config as a dict; set holds the keys the conf file gave.
+func configJSON(cfg *agentconf.AgentConfig, set map[string]bool) (map[string]any, error) {
 	out := map[string]any{}
 	for i := range utilsspec.AgentConfigFields {
 		f := &utilsspec.AgentConfigFields[i]
@@ -101,7 +121,11 @@ func configJSON(cfg *agentconf.AgentConfig) (map[string]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("field %s has no getter", f.Name)
 		}
-		out[f.Name] = jsonValue(v)
+		given := set[f.Name]
+		for _, a := range f.Aliases {
+			given = given || set[a]
+		}
+		out[f.Name] = jsonValue(f, v, given)
 	}
 	return out, nil
 }
@@ -115,7 +139,15 @@ func fromFile(c *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	config, err := configJSON(cfg)
+	conf, err := agentconf.ParseConf(path)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for k := range conf.Entries {
+		set[k] = true
+	}
+	config, err := configJSON(cfg, set)
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +377,32 @@ func zkPath(_ *harness.Ctx, in harness.Input) (any, error) {
 		path = *p
 	}
 	return zkPathJSON(agentconf.ParseZKPath(path)), nil
+}
+
+func zkPathGetattr(_ *harness.Ctx, in harness.Input) (any, error) {
+	path, err := in.Str("path")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if err := in.Decode("names", &names); err != nil {
+		return nil, err
+	}
+	z := agentconf.ParseZKPath(path)
+	out := make([]any, len(names))
+	for i, n := range names {
+		v, err := z.Attr(n)
+		if err != nil {
+			out[i] = harness.ErrorValue(err)
+			continue
+		}
+		if v == nil {
+			out[i] = harness.Value(nil)
+		} else {
+			out[i] = harness.Value(*v)
+		}
+	}
+	return out, nil
 }
 
 func normalizeRegex(_ *harness.Ctx, in harness.Input) (any, error) {

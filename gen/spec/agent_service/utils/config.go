@@ -41,7 +41,7 @@ type TfServingConfig struct {
 	SSLConfigFile *string
 	// platform_config_file: platform config file passed to TF Serving; unset means /opt/tiger/monolith_serving/conf/platform_config_file.cfg (default None)
 	PlatformConfigFile *string
-	// per_process_gpu_memory_fraction: fraction of GPU memory per process (0 = TensorFlow decides) (default 0.0)
+	// per_process_gpu_memory_fraction: fraction of GPU memory per process (0 = TensorFlow decides) (default 0)
 	PerProcessGPUMemoryFraction float64
 	// allow_growth: let GPU memory grow (default True)
 	AllowGrowth bool
@@ -95,7 +95,7 @@ var TfServingConfigFields = []fieldspec.Field{
 	{Name: "tensorflow_inter_op_parallelism", GoName: "TensorflowInterOpParallelism", Type: fieldspec.Int, Optional: false, Default: "0", Expr: "arithmetic", Doc: "ops run concurrently; 0 = MY_CPU_LIMIT or 16 in the platform config"},
 	{Name: "ssl_config_file", GoName: "SSLConfigFile", Type: fieldspec.String, Optional: true, Default: "None", Doc: "ascii SSLConfig protobuf file for a secure gRPC channel"},
 	{Name: "platform_config_file", GoName: "PlatformConfigFile", Type: fieldspec.String, Optional: true, Default: "None", Doc: "platform config file passed to TF Serving; unset means /opt/tiger/monolith_serving/conf/platform_config_file.cfg"},
-	{Name: "per_process_gpu_memory_fraction", GoName: "PerProcessGPUMemoryFraction", Type: fieldspec.Float, Optional: false, Default: "0.0", Expr: "arithmetic", Doc: "fraction of GPU memory per process (0 = TensorFlow decides)"},
+	{Name: "per_process_gpu_memory_fraction", GoName: "PerProcessGPUMemoryFraction", Type: fieldspec.Float, Optional: false, Default: "0", Expr: "arithmetic", Doc: "fraction of GPU memory per process (0 = TensorFlow decides)"},
 	{Name: "allow_growth", GoName: "AllowGrowth", Type: fieldspec.Bool, Optional: false, Default: "True", Doc: "let GPU memory grow"},
 	{Name: "saved_model_tags", GoName: "SavedModelTags", Type: fieldspec.String, Optional: true, Default: "None", Doc: "comma-separated meta graph tags to load"},
 	{Name: "grpc_channel_arguments", GoName: "GRPCChannelArguments", Type: fieldspec.String, Optional: true, Default: "None", Doc: "comma-separated gRPC server arguments"},
@@ -567,7 +567,7 @@ var AgentConfigFields = []fieldspec.Field{
 	{Name: "tensorflow_inter_op_parallelism", GoName: "TensorflowInterOpParallelism", Type: fieldspec.Int, Optional: false, Default: "0", Expr: "arithmetic", Doc: "ops run concurrently; 0 = MY_CPU_LIMIT or 16 in the platform config"},
 	{Name: "ssl_config_file", GoName: "SSLConfigFile", Type: fieldspec.String, Optional: true, Default: "None", Doc: "ascii SSLConfig protobuf file for a secure gRPC channel"},
 	{Name: "platform_config_file", GoName: "PlatformConfigFile", Type: fieldspec.String, Optional: true, Default: "None", Doc: "platform config file passed to TF Serving; unset means /opt/tiger/monolith_serving/conf/platform_config_file.cfg"},
-	{Name: "per_process_gpu_memory_fraction", GoName: "PerProcessGPUMemoryFraction", Type: fieldspec.Float, Optional: false, Default: "0.0", Expr: "arithmetic", Doc: "fraction of GPU memory per process (0 = TensorFlow decides)"},
+	{Name: "per_process_gpu_memory_fraction", GoName: "PerProcessGPUMemoryFraction", Type: fieldspec.Float, Optional: false, Default: "0", Expr: "arithmetic", Doc: "fraction of GPU memory per process (0 = TensorFlow decides)"},
 	{Name: "allow_growth", GoName: "AllowGrowth", Type: fieldspec.Bool, Optional: false, Default: "True", Doc: "let GPU memory grow"},
 	{Name: "saved_model_tags", GoName: "SavedModelTags", Type: fieldspec.String, Optional: true, Default: "None", Doc: "comma-separated meta graph tags to load"},
 	{Name: "grpc_channel_arguments", GoName: "GRPCChannelArguments", Type: fieldspec.String, Optional: true, Default: "None", Doc: "comma-separated gRPC server arguments"},
