@@ -1,10 +1,11 @@
 // Command tfs_client talks to a TensorFlow Serving server the way the reference's tfs_client.py
 // does: model status, model metadata, a config reload, or a Predict call whose input comes from
-// an Instance or ExampleBatch file (framed binary record, text proto or JSON). Responses are
-// printed as Python's print(response) shows them.
+// an Instance or ExampleBatch file (framed binary record, text proto or JSON) or is a random
+// ExampleBatch; responses are printed as Python's print(response) shows them. The profile
+// command sends Predict load and reports latency percentiles, QPS and failures (profile.go).
 //
 // Exit status: 0 when the call succeeded, 1 when the server failed it (or load was answered with
-// an error status), 2 for bad flags or input.
+// an error status, or a profile request failed), 2 for bad flags or input.
 package main
 
 import (
@@ -13,8 +14,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,12 +51,20 @@ type cmdFlags struct {
 var metadataFields = []string{"base_path", "num_versions", "signature_name"}
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+	// An interrupt ends a profile run early (with its summary); a second one ends the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	os.Exit(code)
 }
+
+// now is the clock of the random inputs' request times (a variable for tests).
+var now = time.Now
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agentconf.LookupEnv) int {
 	var c cmdFlags
-	if code, done := cli.Parse("tfs_client", "TensorFlow Serving client: model status, metadata, config reload and Predict.", &c, args, stdout, stderr, 2); done {
+	if code, done := cli.Parse("tfs_client", "TensorFlow Serving client: model status, metadata, config reload, Predict, and Predict load with latency percentiles (--cmd_type=profile).", &c, args, stdout, stderr, 2); done {
 		return code
 	}
 	log := c.Logger(stderr, nil)
@@ -58,17 +73,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env agent
 	return cli.Exit("tfs_client", execute(ctx, c, stdout, log, env), stderr)
 }
 
-// target resolves the model name and the address to call: the flags, else what the agent conf
-// says (tfs_client.main).
-func target(c cmdFlags, env agentconf.LookupEnv) (model, addr string, err error) {
-	model, addr = c.ModelName, c.Target
+// target resolves the model name and the addresses to call: the flags, else what the agent conf
+// says (tfs_client.main). profile uses every address, the other commands the first.
+func target(c cmdFlags, env agentconf.LookupEnv) (model string, addrs []string, err error) {
+	model, addr := c.ModelName, c.Target
 	if model == "" || addr == "" {
 		if c.Conf == "" {
-			return "", "", cli.Usage(errors.New("--conf is needed to choose the default --model_name and --target (or give both)"))
+			return "", nil, cli.Usage(errors.New("--conf is needed to choose the default --model_name and --target (or give both)"))
 		}
 		conf, err := agentconf.FromFile(c.Conf, agentconf.Options{Env: env})
 		if err != nil {
-			return "", "", cli.Usage(err)
+			return "", nil, cli.Usage(err)
 		}
 		deploy := ""
 		if conf.DeployType != nil {
@@ -80,7 +95,7 @@ func target(c cmdFlags, env agentconf.LookupEnv) (model, addr string, err error)
 		case agentconf.ServerPS:
 			shard, err := conf.ShardID()
 			if err != nil {
-				return "", "", cli.Usage(err)
+				return "", nil, cli.Usage(err)
 			}
 			name, port = fmt.Sprintf("ps_%d", shard), conf.TFSPSPort
 		case agentconf.ServerDense:
@@ -93,17 +108,18 @@ func target(c cmdFlags, env agentconf.LookupEnv) (model, addr string, err error)
 		}
 		if addr == "" {
 			if port == nil {
-				return "", "", cli.Usage(fmt.Errorf("%s: no TF Serving port for deploy type %q", c.Conf, deploy))
+				return "", nil, cli.Usage(fmt.Errorf("%s: no TF Serving port for deploy type %q", c.Conf, deploy))
 			}
 			addr = fmt.Sprintf("%s:%d", agentconf.LocalIP(env), *port)
 		}
 	}
-	// A comma-separated list is for the reference's profile command; the others use the first.
-	addr, _, _ = strings.Cut(addr, ",")
-	if addr == "" {
-		return "", "", cli.Usage(errors.New("--target is empty"))
+	addrs = strings.Split(addr, ",")
+	for _, a := range addrs {
+		if strings.TrimSpace(a) == "" {
+			return "", nil, cli.Usage(fmt.Errorf("--target %q has an empty address", addr))
+		}
 	}
-	return model, addr, nil
+	return model, addrs, nil
 }
 
 func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger, env agentconf.LookupEnv) error {
@@ -113,10 +129,14 @@ func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 	if c.Timeout <= 0 {
 		return cli.Usage(fmt.Errorf("--timeout %v is not positive", c.Timeout))
 	}
-	model, addr, err := target(c, env)
+	model, addrs, err := target(c, env)
 	if err != nil {
 		return err
 	}
+	if c.CmdType == "profile" {
+		return profileCommand(ctx, c, model, addrs, stdout, log)
+	}
+	addr := addrs[0]
 	sig := c.SignatureName
 	spec := modelconfig.ModelSpec(model, modelconfig.Version{}, &sig)
 
@@ -148,16 +168,16 @@ func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 			return resp, nil
 		}
 	case "get":
-		name, tensor, err := predictInput(c)
+		in, err := buildInputs(c, 1, seedOf(c), log)
 		if err != nil {
 			return err
 		}
-		req := &servingapis.PredictRequest{ModelSpec: spec, Inputs: map[string]*tfframework.TensorProto{name: tensor}}
+		req := predictRequest(c, model, in.name, in.tensors[0])
 		call = func(ctx context.Context, conn *grpc.ClientConn) (proto.Message, error) {
 			return servingapis.NewPredictionServiceClient(conn).Predict(ctx, req)
 		}
 	default:
-		return cli.Usage(fmt.Errorf("--cmd_type %q is not one of get, status, meta, load", c.CmdType))
+		return cli.Usage(fmt.Errorf("--cmd_type %q is not one of get, status, meta, load, profile", c.CmdType))
 	}
 
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -216,12 +236,135 @@ func readModelServerConfig(path string) (*servingconfig.ModelServerConfig, error
 	return cfg, nil
 }
 
-// predictInput builds the Predict input the way tfs_client.main does for --input_type: the
-// input's name and its tensor.
-func predictInput(c cmdFlags) (string, *tfframework.TensorProto, error) {
-	if c.InputFile == "" {
-		return "", nil, cli.Usage(errors.New("get needs --input_file (random inputs need the training-side data generator, not ported)"))
+// predictRequest is the Predict request of tfs_client.main: the model spec and one input.
+func predictRequest(c cmdFlags, model, name string, tensor *tfframework.TensorProto) *servingapis.PredictRequest {
+	sig := c.SignatureName
+	return &servingapis.PredictRequest{
+		ModelSpec: modelconfig.ModelSpec(model, modelconfig.Version{}, &sig),
+		Inputs:    map[string]*tfframework.TensorProto{name: tensor},
 	}
+}
+
+// inputs are Predict inputs: their name ("instances" or "example_batch"), the tensors, and where
+// they come from.
+type inputs struct {
+	name    string
+	tensors []*tfframework.TensorProto
+	source  string
+}
+
+// buildInputs makes the Predict inputs of get (n = 1) or profile: the one of --input_file, else
+// (profile) one per file of --profile_data_dir, n at most, else n random ExampleBatches.
+func buildInputs(c cmdFlags, n int, seed uint64, log *slog.Logger) (inputs, error) {
+	if c.InputFile != "" {
+		name, tensor, err := fileInput(c, c.InputFile)
+		return inputs{name: name, tensors: []*tfframework.TensorProto{tensor}, source: c.InputFile}, err
+	}
+	if c.CmdType == "profile" && c.ProfileDataDir != "" {
+		return dirInputs(c, n)
+	}
+	in, err := randomInputs(c, n, seed)
+	if err != nil {
+		return inputs{}, err
+	}
+	log.Info("random inputs", "batches", n, "batch_size", c.BatchSize, "slots", c.Slots, "feature_list", c.FeatureList, "seed", seed)
+	return in, nil
+}
+
+// seedOf is --seed, else a new random seed.
+func seedOf(c cmdFlags) uint64 {
+	if c.Seed != nil {
+		return uint64(*c.Seed)
+	}
+	return rand.Uint64()
+}
+
+// dirInputs reads the first n regular files of --profile_data_dir, in name order.
+func dirInputs(c cmdFlags, n int) (inputs, error) {
+	entries, err := os.ReadDir(c.ProfileDataDir)
+	if err != nil {
+		return inputs{}, cli.Usage(fmt.Errorf("--profile_data_dir: %w", err))
+	}
+	in := inputs{source: c.ProfileDataDir}
+	for _, e := range entries {
+		if len(in.tensors) == n {
+			break
+		}
+		if !e.Type().IsRegular() {
+			continue
+		}
+		name, tensor, err := fileInput(c, filepath.Join(c.ProfileDataDir, e.Name()))
+		if err != nil {
+			return inputs{}, err
+		}
+		in.name = name
+		in.tensors = append(in.tensors, tensor)
+	}
+	if len(in.tensors) == 0 {
+		return inputs{}, cli.Usage(fmt.Errorf("--profile_data_dir %s: no files", c.ProfileDataDir))
+	}
+	return in, nil
+}
+
+// randomInputs makes n random ExampleBatches of --batch_size examples the way gen_random_file
+// does (sparse features of --slots, named by --feature_list), sent as --input_type says: the
+// batch itself for example_batch, its examples as Instances otherwise.
+func randomInputs(c cmdFlags, n int, seed uint64) (inputs, error) {
+	var slots []int
+	for _, s := range strings.Split(c.Slots, ",") {
+		slot, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return inputs{}, cli.Usage(fmt.Errorf("--slots %q: %q is not a slot number", c.Slots, s))
+		}
+		slots = append(slots, slot)
+	}
+	var fl *instance.FeatureList
+	if c.FeatureList != "" {
+		var err error
+		if fl, err = instance.ReadFeatureList(c.FeatureList); err != nil {
+			return inputs{}, cli.Usage(err)
+		}
+	}
+	features, err := instance.ProfileFeatures(slots, fl)
+	if err != nil {
+		return inputs{}, cli.Usage(fmt.Errorf("--slots: %w", err))
+	}
+	opts := instance.RandomBatchOptions{Features: features, Extra: instance.ProfileExtraFeatures, BatchSize: c.BatchSize,
+		DropRate: instance.ProfileDropRate, Actions: instance.ProfileActions, Now: now()}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	in := inputs{name: "instances", source: fmt.Sprintf("random, seed %d", seed)}
+	if c.InputType == "example_batch" {
+		in.name = "example_batch"
+	}
+	for range n {
+		eb, err := instance.RandomExampleBatch(rng, opts)
+		if err != nil {
+			return inputs{}, cli.Usage(err)
+		}
+		var vals [][]byte
+		if in.name == "example_batch" {
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb)
+			if err != nil {
+				return inputs{}, err
+			}
+			vals = [][]byte{b}
+		} else {
+			insts, err := instance.ExampleBatchToInstances(eb)
+			if err != nil {
+				return inputs{}, err
+			}
+			if vals, err = instance.Marshal(insts); err != nil {
+				return inputs{}, err
+			}
+		}
+		in.tensors = append(in.tensors, instance.MakeTensorProto(vals))
+	}
+	return in, nil
+}
+
+// fileInput builds the Predict input of a file the way tfs_client.main does for --input_type:
+// the input's name and its tensor.
+func fileInput(c cmdFlags, path string) (string, *tfframework.TensorProto, error) {
 	format, err := instance.ParseFormat(c.FileType)
 	if err != nil {
 		return "", nil, cli.Usage(err)
@@ -231,9 +374,9 @@ func predictInput(c cmdFlags) (string, *tfframework.TensorProto, error) {
 	case "instance":
 		var vals [][]byte
 		if format == instance.FormatPB {
-			vals, err = instance.ReadInstanceRecords(c.InputFile, c.BatchSize, h)
+			vals, err = instance.ReadInstanceRecords(path, c.BatchSize, h)
 		} else {
-			one, rerr := instance.ReadInstance(c.InputFile, format, h)
+			one, rerr := instance.ReadInstance(path, format, h)
 			if rerr != nil {
 				return "", nil, cli.Usage(rerr)
 			}
@@ -244,7 +387,7 @@ func predictInput(c cmdFlags) (string, *tfframework.TensorProto, error) {
 		}
 		return "instances", instance.MakeTensorProto(vals), nil
 	case "example_batch":
-		eb, err := instance.ReadExampleBatch(c.InputFile, format, h)
+		eb, err := instance.ReadExampleBatch(path, format, h)
 		if err != nil {
 			return "", nil, cli.Usage(err)
 		}
@@ -254,13 +397,13 @@ func predictInput(c cmdFlags) (string, *tfframework.TensorProto, error) {
 		}
 		return "example_batch", instance.MakeTensorProto([][]byte{b}), nil
 	default:
-		eb, err := instance.ReadExampleBatch(c.InputFile, format, h)
+		eb, err := instance.ReadExampleBatch(path, format, h)
 		if err != nil {
 			return "", nil, cli.Usage(err)
 		}
 		insts, err := instance.ExampleBatchToInstances(eb)
 		if err != nil {
-			return "", nil, cli.Usage(fmt.Errorf("%s: %w", c.InputFile, err))
+			return "", nil, cli.Usage(fmt.Errorf("%s: %w", path, err))
 		}
 		vals, err := instance.Marshal(insts)
 		if err != nil {

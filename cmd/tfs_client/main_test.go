@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -272,7 +273,7 @@ func TestFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"--nope"}, 2, "unknown flag --nope"},
-		{"bad cmd type", []string{"--cmd_type=profile", "--target=" + addr, "--model_name=m"}, 2, "--cmd_type must be one of"},
+		{"bad cmd type", []string{"--cmd_type=nope", "--target=" + addr, "--model_name=m"}, 2, "--cmd_type must be one of"},
 		{"no conf", []string{"--cmd_type=status"}, 2, "--conf is needed"},
 		{"missing conf", []string{"--cmd_type=status", "--conf=" + filepath.Join(dir, "none.conf")}, 2, "none.conf: no such file"},
 		{"load without file", []string{"--cmd_type=load", "--target=" + addr, "--model_name=m"}, 2, "load needs --input_file"},
@@ -280,7 +281,11 @@ func TestFailures(t *testing.T) {
 		{"load refused", []string{"--cmd_type=load", "--target=" + addr, "--model_name=m", "--input_file=" + cfgPath}, 1, "reload refused: INVALID_ARGUMENT: bad base path"},
 		{"load hangs", []string{"--cmd_type=load", "--target=" + hangAddr, "--model_name=m", "--input_file=" + cfgPath, "--timeout=200ms"}, 1, "DeadlineExceeded"},
 		{"server down", []string{"--cmd_type=status", "--target=" + closed, "--model_name=m", "--timeout=2s"}, 1, "status m at " + closed},
-		{"predict without file", []string{"--target=" + addr, "--model_name=m"}, 2, "get needs --input_file"},
+		{"predict random, bad slots", []string{"--target=" + addr, "--model_name=m", "--slots=1,x"}, 2, `--slots "1,x": "x" is not a slot number`},
+		{"predict random, slot too big", []string{"--target=" + addr, "--model_name=m", "--slots=70000"}, 2, "slot 70000 is outside [1, 65535)"},
+		{"predict random, slot not in the feature list", []string{"--target=" + addr, "--model_name=m", "--slots=1,99", "--feature_list=" + featureListFile(t)}, 2, "slot 99: no feature of the feature list has it"},
+		{"predict random, missing feature list", []string{"--target=" + addr, "--model_name=m", "--feature_list=" + filepath.Join(dir, "none.conf")}, 2, "none.conf: no such file"},
+		{"empty target entry", []string{"--target=" + addr + ",", "--model_name=m"}, 2, "has an empty address"},
 		{"predict short list", []string{"--target=" + addr, "--model_name=m", "--file_type=pbtxt", "--input_file=" + short}, 2, `short.pbtxt: example batch: feature list "f" (INDIVIDUAL) has 1 features, batch_size is 2`},
 		{"predict bad framing", []string{"--target=" + addr, "--model_name=m", "--input_file=" + short}, 2, "short.pbtxt"},
 		{"negative batch", []string{"--target=" + addr, "--model_name=m", "--batch_size=-1"}, 2, "--batch_size -1 is negative"},
@@ -323,13 +328,13 @@ func TestTargetFromConf(t *testing.T) {
 		env        agentconf.LookupEnv
 		flags      cmdFlags
 		model      string
-		addr       string
+		addrs      []string
 	}{
-		{"ps", write("ps.conf", base+"deploy_type ps\n"), env("SHARD_ID", "1", "MY_HOST_IP", "10.0.0.5", "PORT3", "9123"), cmdFlags{}, "ps_1", "10.0.0.5:9123"},
-		{"entry", write("entry.conf", base+"deploy_type entry\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9200"), cmdFlags{}, "entry", "10.0.0.5:9200"},
-		{"dense", write("dense.conf", base+"deploy_type dense\ndense_alone true\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9300"), cmdFlags{}, "dense", "10.0.0.5:9300"},
+		{"ps", write("ps.conf", base+"deploy_type ps\n"), env("SHARD_ID", "1", "MY_HOST_IP", "10.0.0.5", "PORT3", "9123"), cmdFlags{}, "ps_1", []string{"10.0.0.5:9123"}},
+		{"entry", write("entry.conf", base+"deploy_type entry\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9200"), cmdFlags{}, "entry", []string{"10.0.0.5:9200"}},
+		{"dense", write("dense.conf", base+"deploy_type dense\ndense_alone true\n"), env("MY_HOST_IP", "10.0.0.5", "PORT3", "9300"), cmdFlags{}, "dense", []string{"10.0.0.5:9300"}},
 		{"flags win", write("ps2.conf", base+"deploy_type ps\n"), env("SHARD_ID", "0", "MY_HOST_IP", "10.0.0.5", "PORT3", "9123"),
-			cmdFlags{}, "ps_0", "h:1"},
+			cmdFlags{}, "ps_0", []string{"h:1", "h:2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.flags
@@ -337,12 +342,12 @@ func TestTargetFromConf(t *testing.T) {
 			if tc.name == "flags win" {
 				c.Target = "h:1,h:2"
 			}
-			model, addr, err := target(c, tc.env)
+			model, addrs, err := target(c, tc.env)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if model != tc.model || addr != tc.addr {
-				t.Fatalf("got %s at %s, want %s at %s", model, addr, tc.model, tc.addr)
+			if model != tc.model || !slices.Equal(addrs, tc.addrs) {
+				t.Fatalf("got %s at %v, want %s at %v", model, addrs, tc.model, tc.addrs)
 			}
 		})
 	}

@@ -8,17 +8,28 @@ import (
 
 // TFSClientFlags: the flags tfs_client.py reads (its own and those of client.py it uses).
 type TFSClientFlags struct {
-	CmdType         string        `name:"cmd_type" help:"get: Predict; status: GetModelStatus; meta: GetModelMetadata; load: HandleReloadConfigRequest with the ModelServerConfig text in --input_file (default: ${default})" default:"get" enum:"get,status,meta,load"`
-	ModelName       string        `name:"model_name" help:"model name (default: ps_<shard_id>, dense or entry by the agent conf's deploy type)" default:""`
-	Target          string        `name:"target" help:"host:port of TF Serving, or a comma-separated list whose first entry is used (default: the host's TF Serving port for the deploy type)" default:""`
-	SignatureName   string        `name:"signature_name" help:"signature name (default: ${default})" default:"serving_default"`
-	InputType       string        `name:"input_type" help:"Predict input: instance (--batch_size framed Instance records, or one Instance as pbtxt/JSON repeated), example_batch (the ExampleBatch as is), example_batch_to_instance (one Instance per example) (default: ${default})" default:"example_batch_to_instance" enum:"example_batch_to_instance,instance,example_batch"`
-	InputFile       string        `name:"input_file" help:"The input file name" default:"" placeholder:"PATH"`
-	FileType        string        `name:"file_type" help:"The input file type: pb (a framed record, see the header flags), pbtxt or json (default: ${default})" default:"pb" enum:"pb,pbtxt,json"`
-	BatchSize       int           `name:"batch_size" help:"batch_size for prediction (default: ${default})" default:"8"`
-	LagrangexHeader bool          `name:"lagrangex_header" help:"wheather has lagrangex_header (default: ${default})" default:"false"`
-	HasSortID       bool          `name:"has_sort_id" help:"wheather has sort_id (default: ${default})" default:"false"`
-	KafkaDump       bool          `name:"kafka_dump" help:"wheather has kafka_dump (default: ${default})" default:"false"`
-	KafkaDumpPrefix bool          `name:"kafka_dump_prefix" help:"wheather has kafka_dump_prefix (default: ${default})" default:"false"`
-	Timeout         time.Duration `name:"timeout" help:"deadline of the RPC (default: ${default})" default:"30s"`
+	CmdType          string        `name:"cmd_type" help:"get: Predict; status: GetModelStatus; meta: GetModelMetadata; load: HandleReloadConfigRequest with the ModelServerConfig text in --input_file; profile: Predict load for --profile_duration seconds, then latency percentiles and QPS (default: ${default})" default:"get" enum:"get,status,meta,load,profile"`
+	ModelName        string        `name:"model_name" help:"model name (default: ps_<shard_id>, dense or entry by the agent conf's deploy type)" default:""`
+	Target           string        `name:"target" help:"host:port of TF Serving, or a comma-separated list: profile spreads its requests over all of them in turn, the other commands use the first (default: the host's TF Serving port for the deploy type)" default:""`
+	SignatureName    string        `name:"signature_name" help:"signature name (default: ${default})" default:"serving_default"`
+	InputType        string        `name:"input_type" help:"Predict input: instance (--batch_size framed Instance records, or one Instance as pbtxt/JSON repeated), example_batch (the ExampleBatch as is), example_batch_to_instance (one Instance per example); random inputs are ExampleBatches of --batch_size examples, sent as instances for instance (default: ${default})" default:"example_batch_to_instance" enum:"example_batch_to_instance,instance,example_batch"`
+	InputFile        string        `name:"input_file" help:"The input file name (get and profile: none means random ExampleBatches, see --slots)" default:"" placeholder:"PATH"`
+	FileType         string        `name:"file_type" help:"The input file type: pb (a framed record, see the header flags), pbtxt or json (default: ${default})" default:"pb" enum:"pb,pbtxt,json"`
+	BatchSize        int           `name:"batch_size" help:"batch_size for prediction (default: ${default})" default:"8"`
+	LagrangexHeader  bool          `name:"lagrangex_header" help:"wheather has lagrangex_header (default: ${default})" default:"false" group:"Record headers (--file_type=pb)"`
+	HasSortID        bool          `name:"has_sort_id" help:"wheather has sort_id (default: ${default})" default:"false" group:"Record headers (--file_type=pb)"`
+	KafkaDump        bool          `name:"kafka_dump" help:"wheather has kafka_dump (default: ${default})" default:"false" group:"Record headers (--file_type=pb)"`
+	KafkaDumpPrefix  bool          `name:"kafka_dump_prefix" help:"wheather has kafka_dump_prefix (default: ${default})" default:"false" group:"Record headers (--file_type=pb)"`
+	FeatureList      string        `name:"feature_list" help:"feature_list for prediction: the feature_list.conf naming the random batches' features (slot s: its first feature of slot s, with that feature's method); none: fc_slot_<s>" default:"" placeholder:"PATH" group:"Random inputs (get and profile without --input_file)"`
+	Slots            string        `name:"slots" help:"slots of the random ExampleBatches' sparse features, comma-separated (the reference's VALID_SLOTS) (default: ${default})" default:"1,2,3,4,5,6" group:"Random inputs (get and profile without --input_file)"`
+	Seed             *int          `name:"seed" help:"seed of the random inputs: the same seed sends the same batches (default: a new seed each run, logged)" group:"Random inputs (get and profile without --input_file)"`
+	ParallelNum      int           `name:"parallel_num" help:"parallel_num for profile: requests in flight at most; without --target_qps each of them sends its next request when the last one is answered (closed loop) (default: ${default})" default:"1" group:"Profile (--cmd_type=profile)"`
+	ProfileDuration  float64       `name:"profile_duration" help:"second for profile: requests are sent for this long (requests in flight then finish, within --timeout) (default: ${default})" default:"600" group:"Profile (--cmd_type=profile)"`
+	TargetQPS        float64       `name:"target_qps" help:"profile: send requests at this rate on a fixed schedule (open loop): latency counts from the time a request was due, so a slow server cannot hide its delay by slowing the client down; 0: closed loop (default: ${default})" default:"0" group:"Profile (--cmd_type=profile)"`
+	ProfileDataDir   string        `name:"profile_data_dir" help:"profile input dir: every file in it (in name order, --profile_data_num at most) is one Predict input, read as --input_type and --file_type say" default:"" placeholder:"PATH" group:"Profile (--cmd_type=profile)"`
+	ProfileDataNum   int           `name:"profile_data_num" help:"profile: the number of different inputs the requests pick from at random (random batches, or files of --profile_data_dir at most) (default: ${default})" default:"500" group:"Profile (--cmd_type=profile)"`
+	ProgressInterval time.Duration `name:"progress_interval" help:"profile: how often a progress line is logged while the load runs (default: ${default})" default:"10s" group:"Profile (--cmd_type=profile)"`
+	ProfileJSON      string        `name:"profile_json" help:"profile: also write the summary as JSON to this file (-: to stdout, instead of the text summary)" default:"" placeholder:"PATH" group:"Profile (--cmd_type=profile)"`
+	CPUProfile       string        `name:"cpu_profile" help:"profile: write a CPU profile (pprof) of this client during the load to this file" default:"" placeholder:"PATH" group:"Profile (--cmd_type=profile)"`
+	Timeout          time.Duration `name:"timeout" help:"deadline of the RPC (profile: of each request) (default: ${default})" default:"30s"`
 }
