@@ -104,7 +104,7 @@ func check(env *mlpenv.Env, name string, index int, addr string) error {
 	}
 	host, port, err := splitAddr(addr)
 	if err != nil {
-		return errkind.New(errkind.Precondition, "mlp: %s.%d: %w", name, index, err)
+		return err
 	}
 	allowed := []string{"local", "localhost", "127.0.0.1", "0.0.0.0", wantHost, env.Host}
 	if h, ok := env.ReplicaHost("", mlpenv.NoIndex, false); ok {
@@ -123,12 +123,23 @@ func check(env *mlpenv.Env, name string, index int, addr string) error {
 	return nil
 }
 
+// AddrError is an address without a colon, so without a port. Its kind is Value: the reference's
+// unpacking of addr.split(':') into host and port raised ValueError.
+type AddrError struct{ Addr string }
+
+func (e *AddrError) Error() string { return fmt.Sprintf("mlp: address %q has no port", e.Addr) }
+
+// Unwrap gives the error its kind.
+func (e *AddrError) Unwrap() error { return errValue }
+
+var errValue = errkind.New(errkind.Value, "bad address")
+
 // splitAddr splits "host:port" at its last colon, so an IPv6 host ("fdbd::2:9001") keeps its
 // colons (the reference split at every colon and failed on them).
 func splitAddr(addr string) (host, port string, err error) {
 	i := strings.LastIndexByte(addr, ':')
 	if i < 0 {
-		return "", "", errkind.New(errkind.Value, "address %q has no port", addr)
+		return "", "", &AddrError{Addr: addr}
 	}
 	return strings.Trim(addr[:i], "[]"), addr[i+1:], nil
 }

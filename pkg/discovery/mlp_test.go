@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -46,21 +47,22 @@ func TestMLPChecks(t *testing.T) {
 		name, server string
 		index        int
 		addr         string
-		ok           bool
+		kind         errkind.Kind // Unknown: the check passes
 	}{
-		{"own address", "worker", 1, "127.0.2.2:9101", true},
-		{"localhost", "worker", 1, "localhost:9101", true},
-		{"local", "worker", 1, "local:9101", true},
-		{"loopback", "worker", 1, "127.0.0.1:9101", true},
-		{"any address", "PS", 1, "0.0.0.0:9001", true},
-		{"this machine", "ps", 0, "127.0.2.3:9000", true},
-		{"this machine's other host", "ps", 0, "fdbd::23:9000", true},
-		{"wrong port", "worker", 1, "127.0.2.2:9999", false},
-		{"index out of range", "worker", 3, "127.0.2.4:9103", false},
-		{"negative index", "worker", -1, "127.0.2.4:9103", false},
-		{"unknown role", "evaluator", 0, "127.0.2.4:9103", false},
-		{"another machine", "worker", 0, "127.0.7.7:9100", false},
-		{"no port", "worker", 0, "127.0.2.1", false},
+		{"own address", "worker", 1, "127.0.2.2:9101", errkind.Unknown},
+		{"localhost", "worker", 1, "localhost:9101", errkind.Unknown},
+		{"local", "worker", 1, "local:9101", errkind.Unknown},
+		{"loopback", "worker", 1, "127.0.0.1:9101", errkind.Unknown},
+		{"any address", "PS", 1, "0.0.0.0:9001", errkind.Unknown},
+		{"this machine", "ps", 0, "127.0.2.3:9000", errkind.Unknown},
+		{"this machine's other host", "ps", 0, "fdbd::23:9000", errkind.Unknown},
+		{"wrong port", "worker", 1, "127.0.2.2:9999", errkind.Precondition},
+		{"index out of range", "worker", 3, "127.0.2.4:9103", errkind.Precondition},
+		{"negative index", "worker", -1, "127.0.2.4:9103", errkind.Precondition},
+		{"unknown role", "evaluator", 0, "127.0.2.4:9103", errkind.Precondition},
+		{"another machine", "worker", 0, "127.0.7.7:9100", errkind.Precondition},
+		{"no port", "worker", 0, "127.0.2.1", errkind.Value},
+		{"empty address", "worker", 0, "", errkind.Value},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,11 +72,15 @@ func TestMLPChecks(t *testing.T) {
 				"deregister": func() error { return d.Deregister(tctx(t), tc.server, tc.index, tc.addr) },
 			} {
 				err := call()
-				if tc.ok && err != nil {
+				if tc.kind == errkind.Unknown && err != nil {
 					t.Errorf("%s(%s, %d, %s): %v", op, tc.server, tc.index, tc.addr, err)
 				}
-				if !tc.ok && errkind.Of(err) != errkind.Precondition {
-					t.Errorf("%s(%s, %d, %s) = %v; want an error of kind Precondition", op, tc.server, tc.index, tc.addr, err)
+				if tc.kind != errkind.Unknown && errkind.Of(err) != tc.kind {
+					t.Errorf("%s(%s, %d, %s) = %v; want an error of kind %v", op, tc.server, tc.index, tc.addr, err, tc.kind)
+				}
+				var bad *discovery.AddrError
+				if errors.As(err, &bad) != (tc.kind == errkind.Value) {
+					t.Errorf("%s(%s, %d, %s) = %v; an AddrError only for an address without port", op, tc.server, tc.index, tc.addr, err)
 				}
 			}
 		})

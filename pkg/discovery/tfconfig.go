@@ -26,12 +26,17 @@ type TFConfig struct {
 
 var _ ServiceDiscovery = (*TFConfig)(nil)
 
-// NewTFConfig parses TF_CONFIG's JSON text. Text that is not a JSON object is an error of kind
-// Value (the reference's json.loads failed), as is a "cluster" or "task" that is not an object.
+// NewTFConfig parses TF_CONFIG's JSON text. Text that is not JSON is an error of kind Value (the
+// reference's json.loads failed); JSON that is not an object, or a "cluster" or "task" that is not
+// one, is an error of kind Type (the reference's TypeError indexing it with a key).
 func NewTFConfig(tfConfig string) (*TFConfig, error) {
+	var doc any
+	if err := json.Unmarshal([]byte(tfConfig), &doc); err != nil {
+		return nil, errkind.New(errkind.Value, "TF_CONFIG is not JSON: %w", err)
+	}
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(tfConfig), &top); err != nil {
-		return nil, errkind.New(errkind.Value, "TF_CONFIG is not a JSON object: %w", err)
+	if err := json.Unmarshal([]byte(tfConfig), &top); err != nil || top == nil {
+		return nil, errkind.New(errkind.Type, "TF_CONFIG is not a JSON object: %.60s", tfConfig)
 	}
 	d := &TFConfig{}
 	if raw, ok := top["cluster"]; ok {

@@ -105,9 +105,18 @@ func TestTFConfigQuery(t *testing.T) {
 }
 
 func TestTFConfigMalformed(t *testing.T) {
-	for _, text := range []string{"", "[]", "{", `{"cluster": []}`, `{"task": "worker"}`} {
-		if _, err := discovery.NewTFConfig(text); err == nil || (errkind.Of(err) != errkind.Value && errkind.Of(err) != errkind.Type) {
-			t.Errorf("NewTFConfig(%q) = %v; want an error of kind Value or Type", text, err)
+	// Text json.loads rejects is its ValueError; JSON that is not an object (or a part that is not)
+	// is the TypeError of indexing it with a key.
+	for _, tc := range []struct {
+		text string
+		kind errkind.Kind
+	}{
+		{"", errkind.Value}, {"{", errkind.Value}, {"{'cluster': {}}", errkind.Value},
+		{"[]", errkind.Type}, {"[1, 2]", errkind.Type}, {`"cluster"`, errkind.Type}, {"null", errkind.Type}, {"7", errkind.Type},
+		{`{"cluster": []}`, errkind.Type}, {`{"cluster": null}`, errkind.Type}, {`{"task": "worker"}`, errkind.Type},
+	} {
+		if _, err := discovery.NewTFConfig(tc.text); errkind.Of(err) != tc.kind {
+			t.Errorf("NewTFConfig(%q) = %v; want an error of kind %v", tc.text, err, tc.kind)
 		}
 	}
 	d, err := discovery.NewTFConfig(`{"cluster": {"worker": ["w:1"]}, "task": {"index": 0}}`)

@@ -33,6 +33,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
 
@@ -204,9 +205,11 @@ func (c *RunnerConfig) postInit(env func(string) (string, bool)) error {
 		if rank == "" {
 			rank = "0"
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(rank))
+		// int() as the reference reads it ("+1_0" is 10); the message is int()'s own, as the spec
+		// claims exact messages for RunnerConfig.
+		n, err := pyint.Atoi(rank)
 		if err != nil {
-			return errkind.New(errkind.Value, "invalid literal for int() with base 10: %s (OMPI_COMM_WORLD_RANK)", pyfmt.StrRepr(rank))
+			return errkind.Wrap(errkind.Value, err)
 		}
 		c.Index = n
 	}

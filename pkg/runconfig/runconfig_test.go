@@ -62,6 +62,7 @@ func TestMerge(t *testing.T) {
 		check        func(c *RunnerConfig) bool
 		wantExplicit []string
 		kind         errkind.Kind
+		msg          string // the error's exact message, when set
 	}{
 		{name: "defaults", check: func(c *RunnerConfig) bool {
 			return c.NumPS == 0 && c.DiscoveryType == "consul" && c.MaxRetryTimes == 0 && c.RetryWaitInSecs == 30 && c.RestoreDir == nil
@@ -91,7 +92,10 @@ func TestMerge(t *testing.T) {
 		{name: "bad address family", values: map[string]any{"zk_watch_address_family": "ipv5"}, kind: errkind.Precondition},
 		{name: "bad discovery type", values: map[string]any{"discovery_type": "dns"}, kind: errkind.Value},
 		{name: "bad MPI rank", values: map[string]any{"enable_gpu_training": true, "enable_partial_sync_training": true},
-			env: map[string]string{"OMPI_COMM_WORLD_RANK": "x"}, kind: errkind.Value},
+			env: map[string]string{"OMPI_COMM_WORLD_RANK": "x1"}, kind: errkind.Value, msg: "invalid literal for int() with base 10: 'x1'"},
+		{name: "MPI rank as Python's int reads it", values: map[string]any{"enable_gpu_training": true, "enable_partial_sync_training": true},
+			env: map[string]string{"OMPI_COMM_WORLD_RANK": " +1_0 "}, check: func(c *RunnerConfig) bool { return c.Index == 10 },
+			wantExplicit: []string{"enable_partial_sync_training", "enable_gpu_training"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +106,9 @@ func TestMerge(t *testing.T) {
 			if tc.kind != errkind.Unknown {
 				if errkind.Of(err) != tc.kind {
 					t.Fatalf("New = %v, want kind %v", err, tc.kind)
+				}
+				if tc.msg != "" && err.Error() != tc.msg {
+					t.Fatalf("New = %q, want the message %q", err, tc.msg)
 				}
 				return
 			}

@@ -208,10 +208,11 @@ var pyKinds = map[errkind.Kind]string{
 }
 
 // pyError writes a step's error as the goldens record a caught exception, {"type", "message"}.
-// Two messages are the reference's by construction: a bare assert's is empty, so a Precondition
+// Three messages are the reference's by construction: a bare assert's is empty, so a Precondition
 // error (the Go form of those asserts) is written with none; a NotRegisteredError is the
-// reference's KeyError on the (name, index) key, whose message is that tuple's repr. Any other
-// error keeps its Go message and its kind's name, so it cannot pass for a Python exception.
+// reference's KeyError on the (name, index) key, whose message is that tuple's repr; an AddrError
+// (an address without a colon) is the ValueError of unpacking addr.split(':') into two names. Any
+// other error keeps its Go message and its kind's name, so it cannot pass for a Python exception.
 func pyError(err error) any {
 	if err == nil {
 		return nil
@@ -223,9 +224,12 @@ func pyError(err error) any {
 	}
 	msg := err.Error()
 	var nr *discovery.NotRegisteredError
+	var bad *discovery.AddrError
 	switch {
 	case errors.As(err, &nr):
 		msg = fmt.Sprintf("(%s, %d)", pyfmt.StrRepr(nr.Name), nr.Index)
+	case errors.As(err, &bad):
+		msg = "not enough values to unpack (expected 2, got 1)"
 	case kind == errkind.Precondition:
 		msg = ""
 	}

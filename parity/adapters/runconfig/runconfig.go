@@ -214,7 +214,17 @@ func getCheckpointState(c *harness.Ctx, in harness.Input) (any, error) {
 			return nil, err
 		}
 	}
-	st, err := conf.GetCheckpointState(c.TempDir(), latest, quiet)
+	// input.dir is the checkpoint directory relative to the case's directory; the recorder joined
+	// it and stripped trailing slashes.
+	dir := c.TempDir()
+	if in.Has("dir") {
+		rel, err := in.Str("dir")
+		if err != nil {
+			return nil, err
+		}
+		dir = strings.TrimRight(filepath.Join(dir, filepath.FromSlash(rel)), "/")
+	}
+	st, err := conf.GetCheckpointState(dir, latest, quiet)
 	if err != nil {
 		return nil, err
 	}

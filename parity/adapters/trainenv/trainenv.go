@@ -166,8 +166,8 @@ func dispatcherTarget(c *harness.Ctx, in harness.Input) (any, error) {
 	return e.DispatcherTarget(a.role())
 }
 
-// checkPort: the golden's port ("<port>") was a free port with a listening socket on 127.0.0.1; the
-// adapter opens one the same way.
+// checkPort: the golden's port ("<port>") was a free port on host with a listening socket, or, when
+// input.listening is false, a port the recorder bound and closed again; the adapter does the same.
 func checkPort(_ *harness.Ctx, in harness.Input) (any, error) {
 	host, err := in.Str("host")
 	if err != nil {
@@ -180,12 +180,21 @@ func checkPort(_ *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	listening := true
+	if in.Has("listening") {
+		if listening, err = in.Bool("listening"); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("check_port: listen: %w", err)
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
+	if !listening {
+		ln.Close()
+	}
 	return mlpenv.CheckPort(context.Background(), host, port, time.Duration(timeout)*time.Second), nil
 }
 

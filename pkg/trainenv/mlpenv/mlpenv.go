@@ -7,12 +7,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pyint"
 	"github.com/monolith-go/monolith/pkg/trainenv"
 )
 
@@ -218,8 +220,9 @@ func (e *Env) AllAddrs(role string, primary bool) []string {
 }
 
 // NoIndex stands for the reference's index=None: this process's index for its own role, 0 for
-// another.
-const NoIndex = -1
+// another. It is not -1: a negative index is a key of its own (MLP_PS_-1_PRIMARY_HOST, unset), as
+// in the reference.
+const NoIndex = math.MinInt
 
 // ReplicaHost is the address of role's replica index: MLP_<ROLE>_<I>_PRIMARY_HOST (primary) or
 // MLP_<ROLE>_<I>_HOST. Under MPI a WORKER index is a process, and I is the machine that runs it
@@ -231,7 +234,7 @@ func (e *Env) ReplicaHost(role string, index int, primary bool) (string, bool) {
 		if index == NoIndex {
 			index = e.Index
 		}
-		index /= e.localSize
+		index = pyint.FloorDiv(index, e.localSize)
 	case index == NoIndex && role == e.Role:
 		index = e.Index
 	case index == NoIndex:

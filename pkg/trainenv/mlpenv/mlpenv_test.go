@@ -163,6 +163,10 @@ func TestReplicas(t *testing.T) {
 		{"host of own replica", func() (any, error) { h, ok := worker.ReplicaHost("", NoIndex, true); return result{h, ok}, nil }, result{"127.0.2.3", true}},
 		{"host of another role defaults to 0, non-primary", func() (any, error) { h, ok := worker.ReplicaHost("ps", NoIndex, false); return result{h, ok}, nil }, result{"fdbd::1", true}},
 		{"host missing", func() (any, error) { h, ok := worker.ReplicaHost("ps", 7, true); return result{h, ok}, nil }, result{"", false}},
+		// A negative index is a key of its own (MLP_PS_-1_PRIMARY_HOST), never "this replica".
+		{"host of a negative index", func() (any, error) { h, ok := worker.ReplicaHost("ps", -1, true); return result{h, ok}, nil }, result{"", false}},
+		{"MPI host of a negative index floors", func() (any, error) { h, ok := mpi.ReplicaHost("worker", -1, true); return result{h, ok}, nil }, result{"", false}},
+		{"addr of a negative index", func() (any, error) { a, ok, err := worker.ReplicaAddr("worker", -1, true); return result{a, ok}, err }, result{"", false}},
 		{"addr of own replica", func() (any, error) { a, ok, err := ps.ReplicaAddr("", NoIndex, true); return result{a, ok}, err }, result{"127.0.1.2:9001", true}},
 		{"addr non-primary in any case", func() (any, error) { a, ok, err := worker.ReplicaAddr("Ps", 1, false); return result{a, ok}, err }, result{"fdbd::2:9001", true}},
 		{"addr missing", func() (any, error) {
