@@ -143,3 +143,29 @@ func TestPublishEvents(t *testing.T) {
 		t.Fatalf("expected loading after unload: %v", m.ExpectedLoading())
 	}
 }
+
+// TestUnloadPublishSeenFirst: an UNLOAD publish of a model the mirror never loaded is not mirrored
+// and raises no event (the reference's watch stopped on a KeyError there); a LOAD written over it
+// later (CHANGED, not mirrored) then counts no publish of the model, which is an unload event, as
+// in the reference.
+func TestUnloadPublishSeenFirst(t *testing.T) {
+	m, _ := fakeMirror(t)
+	ctx := tctx(t)
+	u := unload(publish(0, 0, "u", 1, "entry"))
+	if err := m.PublishLoading(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	if evs := events(m); len(evs) != 0 {
+		t.Fatalf("events for an UNLOAD seen first: %v", evs)
+	}
+	if got := m.PublishedPaths("u"); len(got) != 0 {
+		t.Fatalf("mirrored: %v", got)
+	}
+	load := publish(0, 0, "u", 1, "entry")
+	if err := m.PublishLoading(ctx, load); err != nil {
+		t.Fatal(err)
+	}
+	if evs := events(m); len(evs) != 1 || *evs[0].Path != "/bzid/publish/0:0:u" || string(evs[0].Data) != string(load.Serialize()) {
+		t.Fatalf("events after the LOAD over it: %v", evs)
+	}
+}

@@ -241,6 +241,11 @@ func (m *Mirror) publishChanged(path string, data []byte, st *zk.Stat, ev *zk.Wa
 		if pm.PType == datadef.PublishLoad {
 			m.setData(path, data, decoded[datadef.PublishMeta]{v: pm})
 		} else {
+			if _, mirrored := m.data.get(path); !mirrored {
+				// Nothing loaded to unload: no event (the reference's del raised KeyError here,
+				// ending the callback before its count).
+				return
+			}
 			m.delData(path)
 		}
 	default:

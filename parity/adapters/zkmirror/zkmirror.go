@@ -49,9 +49,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func runFake(in harness.Input) (any, error) {
 	srv := zkfake.NewServer()
-	client := srv.Client()
+	client, writer := srv.Client(), srv.Client()
 	defer client.Close()
-	return runOps(in, client, false, nil)
+	defer writer.Close()
+	return runOps(in, client, writer, false, nil)
 }
 
 func runReal(_ *harness.Ctx, in harness.Input) (any, error) {
@@ -62,12 +63,16 @@ func runReal(_ *harness.Ctx, in harness.Input) (any, error) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{srv.Addr()}, SessionTimeout: 10 * time.Second, Logger: quiet})
-	if err != nil {
-		return nil, fmt.Errorf("connect to the real ZooKeeper: %w", err)
+	var clients [2]zk.Client
+	for i := range clients {
+		c, err := zkreal.Connect(ctx, zkreal.Options{Servers: []string{srv.Addr()}, SessionTimeout: 10 * time.Second, Logger: quiet})
+		if err != nil {
+			return nil, fmt.Errorf("connect to the real ZooKeeper: %w", err)
+		}
+		defer c.Close()
+		clients[i] = c
 	}
-	defer client.Close()
-	return runOps(in, client, true, settleQuietly)
+	return runOps(in, clients[0], clients[1], true, settleQuietly)
 }
 
 // step is one recorded call.
@@ -102,7 +107,9 @@ func (o *op) UnmarshalJSON(b []byte) error {
 // settleFunc waits until the watches have caught up with the last call.
 type settleFunc func(m *zkmirror.Mirror, c zk.Client, root string)
 
-func runOps(in harness.Input, client zk.Client, real bool, settle settleFunc) (any, error) {
+// runOps replays input.ops on a mirror over client; writer (another session) writes input.pre,
+// [path, text] nodes that exist before the mirror starts.
+func runOps(in harness.Input, client, writer zk.Client, real bool, settle settleFunc) (any, error) {
 	bzid, err := in.Str("bzid")
 	if err != nil {
 		return nil, err
@@ -131,12 +138,23 @@ func runOps(in harness.Input, client zk.Client, real bool, settle settleFunc) (a
 		}
 		bzid += realSuffix
 	}
+	ctx := context.Background()
+	if in.Has("pre") {
+		var pre [][2]string
+		if err := in.Decode("pre", &pre); err != nil {
+			return nil, err
+		}
+		for _, p := range pre {
+			if _, err := writer.Create(ctx, rw(p[0]), []byte(p[1]), zk.CreateOptions{MakePath: true}); err != nil {
+				return nil, fmt.Errorf("pre %s: %w", p[0], err)
+			}
+		}
+	}
 	m, err := zkmirror.New(zkmirror.Config{Client: client, BZID: bzid, ShardID: shardID, NumShard: numShard, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
 	defer m.Stop()
-	ctx := context.Background()
 	if err := m.Start(ctx, false); err != nil {
 		return nil, err
 	}
@@ -167,9 +185,13 @@ func runOps(in harness.Input, client zk.Client, real bool, settle settleFunc) (a
 	return map[string]any{"steps": steps}, nil
 }
 
-// intInput reads key, else the environment variable env, else def.
+// intInput reads key (null: def, the constructor's default the recording used), else the
+// environment variable env (the earlier recordings passed it), else def.
 func intInput(in harness.Input, key, env string, def int) (int, error) {
 	if in.Has(key) {
+		if raw, _ := in.Raw(key); string(raw) == "null" {
+			return def, nil
+		}
 		return in.Int(key)
 	}
 	if s, ok := os.LookupEnv(env); ok {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/monolith-go/monolith/parity/goldentest"
@@ -25,17 +28,39 @@ func TestGoldens(t *testing.T) {
 	goldentest.RequireAll(t, cases, registry(), policy)
 }
 
+// orderOnly are the declared cases whose events differ from Go's only in order: Go raises the
+// events of one sweep (the nodes found when a watch starts, the publishes the portal check
+// deletes) in name order, the reference in the server's (or a Python set's) order.
+var orderOnly = map[string]bool{
+	"mirror2_portal_existing_and_consistency":        true,
+	"mirror2_portal_existing_and_consistency_realzk": true,
+	"mirror2_portal_empty_removes_all":               true,
+}
+
+// differsAt lists, for declared cases whose difference no rewrite reproduces, the output paths
+// (the checker's, as regexps) where Go may differ: the declared suffix matching, nothing else.
+var differsAt = map[string][]string{
+	"mirror2_suffix_model_names": {`^\$\.steps\[1\]\.events$`, `^\$\.steps\[2\]\.result`},
+	"mirror2_portal_suffix_consistency": {`^\$\.steps\[0\]\.events`, `^\$\.steps\[\d\]\.mirror_data_keys`,
+		`^\$\.steps\[\d\]\.tree\["/bzid/publish/0:1:ab"\]`, `^\$\.steps\[2\]\.result$`},
+}
+
 // TestGoldensBesidesDeclared checks that the declared cases differ only as declared: with the
-// reference's duplicated get_model_replicas entries removed and, on the real ZooKeeper, the
-// reported resource mirrored, every case passes with no declaration at all.
+// reference's duplicated get_model_replicas entries removed, on the real ZooKeeper the reported
+// resource mirrored and the order-only cases' sweeps in name order, those cases pass with no
+// declaration at all; the others differ only at the paths differsAt allows.
 func TestGoldensBesidesDeclared(t *testing.T) {
 	cases, policy := goldentest.Load(t, "zk_mirror", specPath)
-	var run []harness.Case
+	var run, confined []harness.Case
 	for _, c := range cases {
 		if _, ok := policy.Declared[c.Case]; !ok {
 			continue
 		}
-		fixed, err := withoutDeclared(c.Output, c.Call == CallRealSeq)
+		if _, ok := differsAt[c.Case]; ok {
+			confined = append(confined, c)
+			continue
+		}
+		fixed, err := withoutDeclared(c.Output, c.Call == CallRealSeq, orderOnly[c.Case])
 		if err != nil {
 			t.Fatalf("%s: %v", c.Case, err)
 		}
@@ -45,18 +70,64 @@ func TestGoldensBesidesDeclared(t *testing.T) {
 		c.Output = fixed
 		run = append(run, c)
 	}
-	if len(run) != len(policy.Declared) {
-		t.Fatalf("%d declared cases found, spec declares %d", len(run), len(policy.Declared))
+	if len(run)+len(confined) != len(policy.Declared) {
+		t.Fatalf("%d declared cases found, spec declares %d", len(run)+len(confined), len(policy.Declared))
 	}
 	var out bytes.Buffer
 	s := harness.RunWithOptions(run, registry(), harness.Policy{}, &out, harness.Options{Verbose: true})
 	if s.Passed != len(run) {
 		t.Fatalf("the declared cases differ in more than what is declared:\n%s", out.String())
 	}
+	diffPath := regexp.MustCompile(`^    (\$[^ ]*?): `)
+	for _, c := range confined {
+		var out bytes.Buffer
+		if s := harness.RunWithOptions([]harness.Case{c}, registry(), harness.Policy{}, &out, harness.Options{Verbose: true}); s.Passed != 0 {
+			t.Errorf("%s: passes, but it is declared", c.Case)
+			continue
+		}
+		var allowed []*regexp.Regexp
+		for _, a := range differsAt[c.Case] {
+			allowed = append(allowed, regexp.MustCompile(a))
+		}
+		found := 0
+		for _, line := range strings.Split(out.String(), "\n") {
+			m := diffPath.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			found++
+			if !slices.ContainsFunc(allowed, func(re *regexp.Regexp) bool { return re.MatchString(m[1]) }) {
+				t.Errorf("%s differs at %s, beyond its declaration", c.Case, m[1])
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s: no difference found in:\n%s", c.Case, out.String())
+		}
+	}
+}
+
+// sortSweeps puts each step's events in Go's order: every maximal run of events of one type with
+// no path twice (one sweep) sorted by path.
+func sortSweeps(step map[string]any) {
+	evs, _ := step["events"].([]any)
+	field := func(e any, k string) string { v, _ := e.(map[string]any)[k].(string); return v }
+	path := func(e any) string { return field(e, "path") }
+	start, seen := 0, map[string]bool{}
+	flush := func(end int) {
+		sort.SliceStable(evs[start:end], func(i, j int) bool { return path(evs[start+i]) < path(evs[start+j]) })
+	}
+	for i, e := range evs {
+		if seen[path(e)] || (i > start && field(e, "etype") != field(evs[start], "etype")) {
+			flush(i)
+			start, seen = i, map[string]bool{}
+		}
+		seen[path(e)] = true
+	}
+	flush(len(evs))
 }
 
 // withoutDeclared rewrites a golden output into what the fixed behaviour gives.
-func withoutDeclared(raw json.RawMessage, real bool) (json.RawMessage, error) {
+func withoutDeclared(raw json.RawMessage, real, sweeps bool) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out map[string]any
@@ -73,6 +144,9 @@ func withoutDeclared(raw json.RawMessage, real bool) (json.RawMessage, error) {
 		step, ok := s.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("step %d is not an object", i)
+		}
+		if sweeps {
+			sortSweeps(step)
 		}
 		switch step["op"] {
 		case "get_model_replicas":
