@@ -38,6 +38,7 @@ func Register(r *harness.Registry) {
 	})
 	r.Register("os.path.isabs (patched by utils)", isAbs)
 	registerModelConfig(r)
+	registerInstanceFormater(r)
 }
 
 // writeConf writes the case's include_files (name -> content, each at <tmp>/name) and file_content
