@@ -23,14 +23,14 @@ import (
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/instance"
 	"github.com/monolith-go/monolith/pkg/modelserver"
-	"github.com/monolith-go/monolith/pkg/modelserver/internal/testexport"
+	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 )
 
 // served is a trained model, exported and served: each PS shard by its own model servers (replicas
 // of a shard), the entry by another, the replicas listed by an agent.
 type served struct {
-	job    *testexport.Job
+	job    *exporttest.Job
 	base   string
 	ps     [][]*modelServer // ps[shard][replica]
 	agent  *agent
@@ -43,7 +43,7 @@ type served struct {
 func serve(t *testing.T, numPS, replicas int, cfg Config) *served {
 	t.Helper()
 	ctx := tctx(t)
-	s := &served{job: testexport.NewJob(t, 2, []int{16, 8})}
+	s := &served{job: exporttest.NewJob(t, 2, []int{16, 8})}
 	s.job.Train(ctx, 30)
 	s.base = filepath.Join(t.TempDir(), "demo")
 	s.job.Export(ctx, s.base, numPS)
@@ -63,7 +63,6 @@ func serve(t *testing.T, numPS, replicas int, cfg Config) *served {
 		cfg.Replicas = agentReplicas(t, s.agent)
 	}
 	s.entry, s.client = entryServer(t, s.base, "demo", cfg)
-	table["demo:entry"] = []string{s.entry.addr()}
 	return s
 }
 
@@ -366,7 +365,7 @@ func TestNoAgent(t *testing.T) {
 func TestCorruptEntry(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := tctx(t)
-	j := testexport.NewJob(t, 1, []int{})
+	j := exporttest.NewJob(t, 1, []int{})
 	j.Train(ctx, 2)
 	base := filepath.Join(t.TempDir(), "demo")
 	res := j.Export(ctx, base, 1)

@@ -2,6 +2,7 @@ package entry
 
 import (
 	"context"
+	"maps"
 	"net"
 	"path/filepath"
 	"sync"
@@ -113,7 +114,7 @@ func startAgent(t *testing.T, table map[string][]string) *agent {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.beats++
-		return a.table
+		return maps.Clone(a.table) // the service reads it after the lock is released
 	}, nil)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

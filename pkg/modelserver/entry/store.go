@@ -148,7 +148,7 @@ func (s *psStore) lookupShard(ctx context.Context, shard int, table string, ids 
 		addrs, err := s.replicas.Addrs(ctx, s.model, shard)
 		if err != nil {
 			last = err
-			if ctx.Err() != nil {
+			if ended(ctx) != nil {
 				break
 			}
 			continue
@@ -160,11 +160,11 @@ func (s *psStore) lookupShard(ctx context.Context, shard int, table string, ids 
 		}
 		last = fmt.Errorf("%s at %s: %w", name, addr, err)
 		s.replicas.Failed(addr)
-		if ctx.Err() != nil {
+		if ended(ctx) != nil {
 			break
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ended(ctx); err != nil {
 		code := codes.Canceled
 		if errors.Is(err, context.DeadlineExceeded) {
 			code = codes.DeadlineExceeded
@@ -172,6 +172,18 @@ func (s *psStore) lookupShard(ctx context.Context, shard int, table string, ids 
 		return &lookupError{code, fmt.Sprintf("entry: lookup in table %q: %v (last attempt: %v)", table, err, last)}
 	}
 	return &lookupError{codes.Unavailable, fmt.Sprintf("entry: lookup in table %q: %d attempts failed; last: %v", table, s.retries+1, last)}
+}
+
+// ended is ctx's error, or DeadlineExceeded once its deadline passed: a replica may answer
+// DEADLINE_EXCEEDED (the deadline travels with the call) before ctx's own timer fires.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // lookupError is a failed lookup: its message plain (the model wraps it), its gRPC code for the

@@ -1,8 +1,9 @@
-// Package testexport makes exports for the model server's tests the way a user makes them: a dnn
-// model trained on parameter servers of this process (pkg/ps over loopback gRPC), checkpointed as
-// cmd/train's chief checkpoints it, and exported with pkg/export. The trained model stays, so a
-// test can compare the served predictions with the trainer's.
-package testexport
+// Package exporttest makes exports for the tests of the model server (pkg/modelserver and
+// cmd/model_server) the way a user makes them: a dnn model trained on parameter servers of this
+// process (pkg/ps over loopback gRPC), checkpointed as cmd/train's chief checkpoints it, and
+// exported with pkg/export. The trained model stays, so a test can compare the served predictions
+// with the trainer's.
+package exporttest
 
 import (
 	"context"

@@ -24,7 +24,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/modelserver"
-	"github.com/monolith-go/monolith/pkg/modelserver/internal/testexport"
+	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
@@ -103,15 +103,15 @@ func TestServesTheTrainerEmbeddings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			leakcheck.Check(t)
 			ctx := tctx(t)
-			j := testexport.NewJob(t, tc.trainPS, []int{8})
+			j := exporttest.NewJob(t, tc.trainPS, []int{8})
 			j.Train(ctx, 10)
 			base := filepath.Join(t.TempDir(), "demo")
 			j.Export(ctx, base, tc.servePS)
 			client := serve(t, base, "demo", tc.servePS)
-			for slot := 1; slot <= testexport.ClickLog.NumSlots; slot++ {
+			for slot := 1; slot <= exporttest.ClickLog.NumSlots; slot++ {
 				table := synth.SlotFeature(slot)
 				byShard := map[int][]int64{}
-				for id := uint64(1); id <= uint64(testexport.ClickLog.Vocab)+3; id++ { // the last ids were never seen
+				for id := uint64(1); id <= uint64(exporttest.ClickLog.Vocab)+3; id++ { // the last ids were never seen
 					fid := int64(synth.FID(slot, id))
 					byShard[embedding.Shard(fid, tc.servePS)] = append(byShard[embedding.Shard(fid, tc.servePS)], fid)
 				}
@@ -122,17 +122,17 @@ func TestServesTheTrainerEmbeddings(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got := make([]float32, len(ids)*testexport.Dim)
+					got := make([]float32, len(ids)*exporttest.Dim)
 					if err := LookupResult(resp.GetOutputs(), len(ids), got); err != nil {
 						t.Fatal(err)
 					}
 					want := j.Lookup(ctx, table, ids)
 					for k := range got {
 						if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
-							t.Fatalf("%s ps_%d: id %d value %d: served %v, trainer %v", table, shard, ids[k/testexport.Dim], k%testexport.Dim, got[k], want[k])
+							t.Fatalf("%s ps_%d: id %d value %d: served %v, trainer %v", table, shard, ids[k/exporttest.Dim], k%exporttest.Dim, got[k], want[k])
 						}
 					}
-					last := got[len(got)-testexport.Dim:]
+					last := got[len(got)-exporttest.Dim:]
 					for _, v := range last {
 						if v != 0 {
 							t.Errorf("never-seen id %d: %v, want zeros", ids[len(ids)-1], last)
@@ -148,7 +148,7 @@ func TestServesTheTrainerEmbeddings(t *testing.T) {
 func TestBadLookups(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := tctx(t)
-	j := testexport.NewJob(t, 2, []int{})
+	j := exporttest.NewJob(t, 2, []int{})
 	j.Train(ctx, 2)
 	base := filepath.Join(t.TempDir(), "demo")
 	j.Export(ctx, base, 2)
@@ -184,7 +184,7 @@ func TestBadLookups(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := tctx(t)
-	j := testexport.NewJob(t, 2, []int{})
+	j := exporttest.NewJob(t, 2, []int{})
 	j.Train(ctx, 2)
 	base := filepath.Join(t.TempDir(), "demo")
 	res := j.Export(ctx, base, 2)
