@@ -40,7 +40,7 @@ type served struct {
 
 // serve trains and exports a model onto numPS shards and serves it with replicas model servers per
 // shard.
-func serve(t *testing.T, numPS, replicas int, cfg Config) *served {
+func serve(t testing.TB, numPS, replicas int, cfg Config) *served {
 	t.Helper()
 	ctx := tctx(t)
 	s := &served{job: exporttest.NewJob(t, 2, []int{16, 8})}
@@ -70,7 +70,7 @@ func predict(ctx context.Context, c servingapis.PredictionServiceClient, name st
 	return c.Predict(ctx, &servingapis.PredictRequest{ModelSpec: &servingapis.ModelSpec{Name: "demo:entry"}, Inputs: map[string]*tfframework.TensorProto{name: t}})
 }
 
-func marshalAll[M proto.Message](t *testing.T, msgs []M) [][]byte {
+func marshalAll[M proto.Message](t testing.TB, msgs []M) [][]byte {
 	t.Helper()
 	out, err := instance.Marshal(msgs)
 	if err != nil {

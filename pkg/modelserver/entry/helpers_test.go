@@ -23,13 +23,13 @@ import (
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
 )
 
-func tctx(t *testing.T) context.Context {
+func tctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func modelConfig(t *testing.T, name, base string) *servingconfig.ModelConfig {
+func modelConfig(t testing.TB, name, base string) *servingconfig.ModelConfig {
 	t.Helper()
 	mc, err := modelconfig.ModelConfig(name, base, modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}, nil)
 	if err != nil {
@@ -45,7 +45,7 @@ type modelServer struct {
 	once sync.Once
 }
 
-func startModelServer(t *testing.T, entryLoader *Loader, models ...*servingconfig.ModelConfig) *modelServer {
+func startModelServer(t testing.TB, entryLoader *Loader, models ...*servingconfig.ModelConfig) *modelServer {
 	t.Helper()
 	loaders := modelserver.Loaders{modelserver.KindPS: psshard.Load}
 	if entryLoader != nil {
@@ -78,7 +78,7 @@ func (m *modelServer) stop(grace time.Duration) {
 
 func (m *modelServer) addr() string { return m.s.Addr() }
 
-func waitAvailable(t *testing.T, m *modelserver.Manager, name string) {
+func waitAvailable(t testing.TB, m *modelserver.Manager, name string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -107,7 +107,7 @@ type agent struct {
 	addr  string
 }
 
-func startAgent(t *testing.T, table map[string][]string) *agent {
+func startAgent(t testing.TB, table map[string][]string) *agent {
 	t.Helper()
 	a := &agent{table: table}
 	svc := agentsvc.NewProviderService(func() map[string][]string {
@@ -141,7 +141,7 @@ func (a *agent) heartbeats() int {
 }
 
 // agentReplicas asks the test's agent.
-func agentReplicas(t *testing.T, a *agent) *AgentReplicas {
+func agentReplicas(t testing.TB, a *agent) *AgentReplicas {
 	t.Helper()
 	r, err := NewAgentReplicas(AgentOptions{Addr: a.addr, Interval: time.Hour, MinRefresh: 10 * time.Millisecond})
 	if err != nil {
@@ -153,7 +153,7 @@ func agentReplicas(t *testing.T, a *agent) *AgentReplicas {
 
 // entryServer serves base's entry as "<name>:entry" with an entry loader finding PS replicas with
 // replicas.
-func entryServer(t *testing.T, base, name string, cfg Config) (*modelServer, servingapis.PredictionServiceClient) {
+func entryServer(t testing.TB, base, name string, cfg Config) (*modelServer, servingapis.PredictionServiceClient) {
 	t.Helper()
 	l := NewLoader(cfg)
 	t.Cleanup(l.Close) // after the server's stop (cleanups run last first)
@@ -161,7 +161,7 @@ func entryServer(t *testing.T, base, name string, cfg Config) (*modelServer, ser
 	return ms, client(t, ms.addr())
 }
 
-func client(t *testing.T, addr string) servingapis.PredictionServiceClient {
+func client(t testing.TB, addr string) servingapis.PredictionServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
