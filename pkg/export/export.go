@@ -31,6 +31,7 @@ package export
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -537,7 +538,7 @@ func (w *writer) retain(sg string, st *resource.ServingModelState) []string {
 	if len(numbered) <= w.o.Keep-1 {
 		return nil
 	}
-	slices.SortFunc(numbered, func(a, b versioned) int { return int(min(max(a.v-b.v, -1), 1)) })
+	slices.SortFunc(numbered, func(a, b versioned) int { return cmp.Compare(a.v, b.v) })
 	drop := map[string]bool{}
 	var removed []string
 	for _, n := range numbered[:len(numbered)-(w.o.Keep-1)] {

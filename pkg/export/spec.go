@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -109,15 +110,7 @@ func (s ModelSpec) Tables() []TableInfo {
 	for name, dim := range dims {
 		out = append(out, TableInfo{Name: name, Dim: dim})
 	}
-	slices.SortFunc(out, func(a, b TableInfo) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b TableInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
