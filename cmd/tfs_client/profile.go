@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +36,9 @@ import (
 // next due request, and its latency counts from when it was due, so a server that falls behind
 // shows the queueing it causes instead of slowing the client down (coordinated omission). Requests
 // due but not sent by the end are reported as unsent.
+
+// errDurationOver ends the sending of requests when --profile_duration is over.
+var errDurationOver = errors.New("profile duration over")
 
 // profileLoad is one profile run's settings.
 type profileLoad struct {
@@ -81,10 +85,16 @@ func (r profileResult) failed() uint64 {
 func (p *profileLoad) run(ctx context.Context) profileResult {
 	start := time.Now()
 	end := start.Add(p.duration)
-	issue, stopIssuing := context.WithDeadline(ctx, end)
+	issue, stopIssuing := context.WithDeadlineCause(ctx, end, errDurationOver)
 	defer stopIssuing()
 	// Requests in flight outlive an interruption: they end at their own deadline.
 	reqCtx := context.WithoutCancel(ctx)
+	var interruptedAt atomic.Pointer[time.Time] // when issuing stopped early, for the unsent count
+	stopWatch := context.AfterFunc(ctx, func() {
+		t := time.Now()
+		interruptedAt.Store(&t)
+	})
+	defer stopWatch()
 	stats := make([]*workerStats, p.workers)
 	var sent, slot, turn atomic.Uint64
 	var wg sync.WaitGroup
@@ -155,10 +165,14 @@ func (p *profileLoad) run(ctx context.Context) profileResult {
 	close(finished)
 	progressDone.Wait()
 
+	// Interrupted: issuing ended, and not because the duration was over.
+	interrupted := issue.Err() != nil && context.Cause(issue) != errDurationOver
 	issueEnd := end
-	interrupted := ctx.Err() != nil && time.Now().Before(end)
 	if interrupted {
 		issueEnd = time.Now()
+		if t := interruptedAt.Load(); t != nil && t.Before(issueEnd) {
+			issueEnd = *t
+		}
 	}
 	res := profileResult{elapsed: time.Since(start), interrupted: interrupted, sent: sent.Load()}
 	res.latency, res.service, res.errs, res.firstErr = merge(stats)
