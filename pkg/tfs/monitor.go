@@ -3,7 +3,6 @@
 package tfs
 
 import (
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/pyint"
 )
@@ -121,9 +121,10 @@ func (m *Monitor) isDenseNode(subModel string) bool {
 	return (!m.conf.DenseAlone && isEntry(subModel)) || (m.conf.DenseAlone && isDense(subModel))
 }
 
-// versionOf reads the version from a version path's last element (/base/ps_0/123 -> 123).
+// versionOf reads the version from a version path's last element (/base/ps_0/123 -> 123): the
+// text after the last "/", as os.path.basename (so "/base/ps_0/123/" has none: a Value error).
 func versionOf(versionPath string) (int64, error) {
-	base := path.Base(versionPath)
+	base := versionPath[strings.LastIndexByte(versionPath, '/')+1:]
 	v, err := pyint.Parse(base)
 	if err != nil {
 		return 0, errkind.New(errkind.Value, "version path %q: %q is not a version number", versionPath, base)
@@ -153,7 +154,7 @@ func (m *Monitor) GenModelConfig(pms []datadef.PublishMeta, fixDenseVersion bool
 			if v != nil {
 				policy, data = modelconfig.PolicySpecific, modelconfig.VersionData{N: *v}
 			}
-			mc, err := modelconfig.ModelConfig(sv.TFSName, path.Dir(sv.Path), policy, data, nil)
+			mc, err := modelconfig.ModelConfig(sv.TFSName, pathutil.Dirname(sv.Path), policy, data, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -81,3 +81,43 @@ func TestGenModelConfig(t *testing.T) {
 		t.Fatalf("bad version dir: %v", err)
 	}
 }
+
+// TestGenModelConfigPathForms: the base path is os.path.dirname of the version path and the version
+// its os.path.basename, uncleaned (".." and "//" stay), so a trailing "/" leaves no version.
+func TestGenModelConfigPathForms(t *testing.T) {
+	m := newMonitor(t, "deploy_type ps\n")
+	tests := []struct {
+		path, base string
+		version    int64 // 0: a Value error
+	}{
+		{"/e/ps_0/11", "/e/ps_0", 11},
+		{"/m/../x/ps_0/1", "/m/../x/ps_0", 1},
+		{"/a//ps_0/2", "/a//ps_0", 2},
+		{"/x/./ps_0/6", "/x/./ps_0", 6},
+		{"rel/ps_0/3", "rel/ps_0", 3},
+		{"4", "", 4},
+		{"//5", "//", 5},
+		{"/e/ps_0/3/", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			name := "m"
+			pms := []datadef.PublishMeta{{ModelName: &name, PType: datadef.PublishLoad,
+				SubModels: []datadef.SubModel{{Name: "ps_0", Path: tt.path}}}}
+			configs, err := m.GenModelConfig(pms, false)
+			if tt.version == 0 {
+				if errkind.Of(err) != errkind.Value {
+					t.Fatalf("got %v, %v; want a Value error", configs, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			mc := configs["ps"].GetModelConfigList().GetConfig()[0]
+			if mc.GetBasePath() != tt.base || mc.GetModelVersionPolicy().GetSpecific().GetVersions()[0] != tt.version {
+				t.Fatalf("base %q version %v, want %q %d", mc.GetBasePath(), mc.GetModelVersionPolicy().GetSpecific().GetVersions(), tt.base, tt.version)
+			}
+		})
+	}
+}

@@ -12,12 +12,13 @@ import (
 	"github.com/monolith-go/monolith/pkg/tfs"
 )
 
-// Register adds the tfs_monitor.py calls that need no TF Serving.
+// Register adds the tfs_monitor.py calls (the remove-config scenario runs fake TF Servings).
 func Register(r *harness.Registry) {
 	r.Register("TFSMonitor(conf).gen_model_config(pms, fix_dense_version)", genModelConfig)
 	r.Register("TFSMonitor(conf).gen_model_config", genModelConfig)
 	r.Register("TFSMonitor(conf).get_service_type(name)", getServiceType)
 	r.Register("TFSMonitor(conf).get_addr(name)", getAddr)
+	r.Register(CallRemoveConfig, removeConfig)
 }
 
 func monitor(c *harness.Ctx, in harness.Input, key string) (*tfs.Monitor, error) {
