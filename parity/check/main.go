@@ -75,6 +75,9 @@ func check(o *options, stdout, stderr io.Writer, register func(*harness.Registry
 	reg := harness.NewRegistry()
 	register(reg)
 	s := harness.RunWithOptions(cases, reg, policy, stdout, harness.Options{Verbose: o.verbose})
+	if o.filter == nil {
+		warnUnusedRules(policy, s, stderr)
+	}
 	if o.report != "" {
 		if err := os.WriteFile(o.report, []byte(renderReport(specs, s)), 0o644); err != nil {
 			return 0, fmt.Errorf("report: %w", err)
@@ -129,6 +132,20 @@ func warnUnknownDeclared(p harness.Policy, cases []harness.Case, stderr io.Write
 	sort.Strings(unknown)
 	for _, u := range unknown {
 		fmt.Fprintf(stderr, "check: warning: declared case %s matches no golden case\n", u)
+	}
+}
+
+// warnUnusedRules flags rules that declared no case of the run: legitimate for a rule kept for
+// inputs nobody recorded, but also the sign of a rule whose conditions never match.
+func warnUnusedRules(p harness.Policy, s harness.Summary, stderr io.Writer) {
+	used := map[string]bool{}
+	for _, res := range s.Results {
+		used[res.Rule] = true
+	}
+	for _, r := range p.Rules {
+		if !used[r.Name] {
+			fmt.Fprintf(stderr, "check: note: rule %s (%s) declares no recorded case\n", r.Name, r.Symbol)
+		}
 	}
 }
 

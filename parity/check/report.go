@@ -60,6 +60,12 @@ func renderReport(specs []*spec.Spec, s harness.Summary) string {
 			n[spec.StatusPorted], n[spec.StatusDifferent], n[spec.StatusNotApplicable], n[spec.StatusPending],
 			c.Passed, c.Failed, c.Skipped, c.Declared)
 	}
+	ruleCases := map[string]int{} // rule name -> cases it declared
+	for _, res := range s.Results {
+		if res.Rule != "" {
+			ruleCases[res.Rule]++
+		}
+	}
 	for _, m := range names {
 		sp := bySpec[m]
 		if sp == nil {
@@ -71,6 +77,13 @@ func renderReport(specs []*spec.Spec, s harness.Summary) string {
 			note := sym.Why
 			for _, d := range sym.Declared {
 				note += fmt.Sprintf(" Declared case `%s`: %s.", d.Case, strings.TrimSuffix(d.Why, "."))
+			}
+			for _, r := range sym.Rules {
+				expect := "any outcome"
+				if r.ExpectError != "" {
+					expect = "a " + r.ExpectError + " error"
+				}
+				note += fmt.Sprintf(" Rule `%s` (Go gives %s; declares %d recorded cases): %s.", r.Name, expect, ruleCases[r.Name], strings.TrimSuffix(r.Why, "."))
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", sym.Symbol, sym.Status, code(sym.Go), strings.TrimSpace(strings.ReplaceAll(note, "|", "\\|")))
 		}
