@@ -20,10 +20,14 @@ import (
 
 	"github.com/monolith-go/monolith/gen/spec/fieldspec"
 	runnerutilsspec "github.com/monolith-go/monolith/gen/spec/native_training/runner_utils"
+	trainenvadapter "github.com/monolith-go/monolith/parity/adapters/trainenv"
 	"github.com/monolith-go/monolith/parity/harness"
+	"github.com/monolith-go/monolith/pkg/discovery"
 	"github.com/monolith-go/monolith/pkg/pytext"
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
+	"github.com/monolith-go/monolith/pkg/trainenv"
+	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
 
 // quiet drops the log of the code under test, so the checker prints one line per case.
@@ -45,6 +49,7 @@ func Register(r *harness.Registry) {
 	r.Register("RunConfig(**values).to_runner_config() after FLAGS(argv)", toRunnerConfig)
 	r.Register("RunConfig(**values) user params (DumpUtils.add_user_params)", userParams)
 	r.Register("get_monolith_checkpoint_state(checkpoint_dir, remove_invalid_path)", getMonolithState)
+	r.Register("monolith_discovery(RunnerConfig(**values)) after FLAGS(argv)", monolithDiscovery)
 }
 
 // commandLine is the training command's flags: RunnerConfig's and the dataset flag a field is
@@ -307,4 +312,80 @@ func getMonolithState(c *harness.Ctx, in harness.Input) (any, error) {
 		return nil, err
 	}
 	return pytext.Format(st), nil
+}
+
+// zkPlaceholder is a zk_server the recorder's own ZooKeeper stood for; the adapter starts one.
+const zkPlaceholder = "<zk>"
+
+// pyDiscoveryClass names each Go discovery by the reference class get_discovery constructs.
+func pyDiscoveryClass(d discovery.ServiceDiscovery) (string, error) {
+	switch d.(type) {
+	case *discovery.TFConfig:
+		return "TfConfigServiceDiscovery", nil
+	case *discovery.ConsulDiscovery:
+		return "ConsulServiceDiscovery", nil
+	case *discovery.MLPDiscovery:
+		return "MLPServiceDiscovery", nil
+	case *discovery.ZKDiscovery:
+		return "ZKServiceDiscovery", nil
+	}
+	return "", fmt.Errorf("adapter: no reference class for %T", d)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// monolithDiscovery opens the discovery the RunnerConfig asks for, as the training command does
+// (RunnerConfig.Discovery, then discovery.WithDiscovery), and reports which one it is and the
+// server type and index the config has inside it (Primus's task overrides them, as get_discovery
+// wrote them into the config).
+func monolithDiscovery(c *harness.Ctx, in harness.Input) (any, error) {
+	conf, err := newRunner(c, in)
+	if err != nil {
+		return nil, err
+	}
+	zkServer := deref(conf.ZKServer)
+	if zkServer == zkPlaceholder {
+		srv, err := zktest.Launch()
+		if err != nil {
+			return nil, fmt.Errorf("real ZooKeeper: %w", err)
+		}
+		defer srv.Close()
+		zkServer = srv.Addr()
+	}
+	which, err := conf.Discovery()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"discovery": nil, "server_type": conf.ServerType, "index": conf.Index}
+	if which == "" {
+		return out, nil
+	}
+	typ, err := discovery.ParseType(which)
+	if err != nil {
+		return nil, err
+	}
+	o := discovery.Options{Type: typ, UUID: conf.Uuid, TFConfig: deref(conf.TfConfig), JobName: deref(conf.DeepInsightName),
+		ZKServer: zkServer, Env: trainenv.Env(c.Env), Resolver: trainenvadapter.NoResolve, Logger: quiet}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = discovery.WithDiscovery(ctx, o, func(_ context.Context, d discovery.ServiceDiscovery, task *discovery.Task) error {
+		name, err := pyDiscoveryClass(d)
+		if err != nil {
+			return err
+		}
+		out["discovery"] = name
+		if task != nil {
+			out["server_type"], out["index"] = task.ServerType, task.Index
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
