@@ -88,7 +88,8 @@ type Election interface {
 type Client interface {
 	// Create makes a node holding data and returns its path (with the sequence suffix for a
 	// sequence node). ErrNodeExists if it exists, ErrNoNode if the parent is missing and
-	// MakePath is not set.
+	// MakePath is not set. Nil data is written as empty data (length 0, kazoo's b""), as are the
+	// parents MakePath and EnsurePath create; Set does the same.
 	Create(ctx context.Context, path string, data []byte, opts CreateOptions) (string, error)
 	// Get returns the node's data and stat; ErrNoNode if it does not exist.
 	Get(ctx context.Context, path string) ([]byte, Stat, error)
