@@ -99,7 +99,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log, RecentErrors: ring,
 			TFSBinary: c.TFSBinary, TFSBinaryFrom: "--tfs_binary", TFSDir: c.TFSDir,
 			ZKSessionTimeout: c.ZKSessionTimeout, ZKConnectTimeout: zkConnectTimeout(c.ZKConnectTimeout),
-			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
+			AdvertiseHost: c.AdvertiseHost,
+			OnReady:       func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
 		})
 	}
 	if err == nil {

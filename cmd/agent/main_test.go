@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -258,6 +259,40 @@ func TestConf(t *testing.T) {
 			kids, _ := ctl.Children(ctx, "/cli/binding/m/entry")
 			return len(kids) == 0
 		})
+	})
+	t.Run("advertise_host", func(t *testing.T) {
+		leakcheck.Check(t)
+		// --advertise_host=127.0.0.1: the container service info in ZooKeeper and HeartBeat's
+		// answers name loopback addresses, which the machine's address (agentconf.LocalIP) never
+		// is, so a deployment on one machine sends no traffic off it.
+		var stdout, stderr syncbuf.Buffer
+		r, stopAgent := started(t, append(args, "--tfs_binary", faketfsbin.Path(t), "--advertise_host=127.0.0.1"), &stdout, &stderr)
+		stop := sync.OnceValue(stopAgent)
+		defer stop()
+		a := r.Agent.(*agentv3.Agent)
+		grpcAddr := *a.ServiceInfo().GRPC
+		if !strings.HasPrefix(grpcAddr, "127.0.0.1:") || !strings.HasPrefix(*a.ServiceInfo().Agent, "127.0.0.1:") {
+			t.Errorf("service info advertises gRPC %s, agent %s; want 127.0.0.1", grpcAddr, *a.ServiceInfo().Agent)
+		}
+		info, ok, err := a.Backend().ServiceInfo(ctx, a.Container())
+		if err != nil || !ok || *info.GRPC != grpcAddr {
+			t.Errorf("ZooKeeper's service info %+v, %v, %v; want gRPC %s", info, ok, err, grpcAddr)
+		}
+		eventually(t, "m:entry to be bound", func() bool { return len(a.AddrsMap()["m:entry"]) == 1 })
+		c, err := agentsvc.Dial(localAddr(a.AgentServiceAddr()), agentsvc.ClientOptions{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		resp, err := c.HeartBeat(ctx, pb.ServerType_ENTRY)
+		// fake_tfs is no gRPC remote-op build: HeartBeat gives its archon address.
+		want := *a.ServiceInfo().Archon
+		if got := resp.GetAddresses()["m:entry"].GetAddress(); err != nil || !slices.Equal(got, []string{want}) || !strings.HasPrefix(want, "127.0.0.1:") {
+			t.Errorf("HeartBeat[m:entry] = %v, %v; want [%s] on 127.0.0.1", got, err, want)
+		}
+		if code := stop(); code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+		}
 	})
 	t.Run("zookeeper unreachable", func(t *testing.T) {
 		leakcheck.Check(t)

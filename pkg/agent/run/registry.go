@@ -49,6 +49,11 @@ type Params struct {
 	// ZKSessionTimeout and ZKConnectTimeout configure the agent's ZooKeeper session (0: zkreal's
 	// defaults; a negative connect timeout waits without bound).
 	ZKSessionTimeout, ZKConnectTimeout time.Duration
+	// AdvertiseHost, when set, is the host agent v3 advertises in its container service info
+	// instead of the machine's address (agentv3.Options.Host): a one-machine deployment gives
+	// 127.0.0.1, which agentconf.LocalIP never is. Agent v1 registers MY_HOST_IP, loopback
+	// included, and ignores it.
+	AdvertiseHost string
 }
 
 // Constructor builds the agent of one agent_version.
@@ -116,7 +121,7 @@ func (r *Registry) New(p Params) (Agent, error) {
 func NewV3(p Params) (Agent, error) {
 	return agentv3.New(p.Config, agentv3.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Metrics: p.Metrics, Logger: p.Logger,
 		TFSBinary: p.TFSBinary, TFSBinaryFrom: p.TFSBinaryFrom, TFSDir: p.TFSDir,
-		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout})
+		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout, Host: p.AdvertiseHost})
 }
 
 // NewV1 builds agent v1 with its defaults.

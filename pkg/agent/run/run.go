@@ -98,6 +98,9 @@ type Options struct {
 	// (Params).
 	TFSBinary, TFSBinaryFrom, TFSDir   string
 	ZKSessionTimeout, ZKConnectTimeout time.Duration
+	// AdvertiseHost, when set, is the host agent v3 advertises for its TF Serving and
+	// AgentService (Params.AdvertiseHost).
+	AdvertiseHost string
 }
 
 func (o *Options) defaults() {
@@ -251,7 +254,7 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 	confPath := pathutil.Dirname(o.ConfFile)
 	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log,
 		TFSBinary: o.TFSBinary, TFSBinaryFrom: o.TFSBinaryFrom, TFSDir: o.TFSDir,
-		ZKSessionTimeout: o.ZKSessionTimeout, ZKConnectTimeout: o.ZKConnectTimeout})
+		ZKSessionTimeout: o.ZKSessionTimeout, ZKConnectTimeout: o.ZKConnectTimeout, AdvertiseHost: o.AdvertiseHost})
 	if err != nil {
 		if isConfigKind(err) {
 			return &ConfigError{err}

@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -344,6 +345,7 @@ func (a *Agent) prepareTFS() error {
 		Binary: bin, ArchonPort: *a.conf.TFSPortArchon, GRPCPort: *a.conf.TFSPortGRPC, HTTPPort: *a.conf.TFSPortHTTP,
 		ModelConfigFile: a.configFile, TFS: a.conf.TfServingConfig, FetchPSTimeoutMs: a.conf.FetchPSTimeoutMs,
 		LogFile: o.TFSLog, Dir: dir, PSM: env("TCE_PSM"), Cluster: env("TCE_CLUSTER"),
+		Env: tfsEnv(os.Environ(), *a.conf.AgentPort),
 	})
 	if err != nil {
 		return fmt.Errorf("agent v3: %w", err)
@@ -359,6 +361,24 @@ func (a *Agent) prepareTFS() error {
 	}
 	a.reloader = newReloader(r, o, a.log, a.metrics)
 	return nil
+}
+
+// AgentPortEnv is where an entry server finds the agent's port (Monolith's agent_heartbeat.cc, and
+// cmd/model_server): agent v1 sets it for its entry process; agent v3 for TF Serving.
+const AgentPortEnv = "PORT2"
+
+// tfsEnv is TF Serving's environment: the agent's with PORT2 = agent_port, so that the entry
+// sub-graphs it serves reach this agent's AgentService (HeartBeat) to find their PS replicas, also
+// when agent_port came from agent.conf or was a free port rather than from PORT2.
+func tfsEnv(environ []string, agentPort int) []string {
+	prefix := AgentPortEnv + "="
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, prefix) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, prefix+strconv.Itoa(agentPort))
 }
 
 // defaultTFSBinary is TF Serving's binary when neither Options.TFSBinary nor $MONOLITH_TFS_BINARY

@@ -20,4 +20,5 @@ type RunFlags struct {
 	ZKConnectTimeout time.Duration `name:"zk_connect_timeout" help:"how long the first connection to ZooKeeper may take before the agent gives up (exit 1); each failed attempt is logged at WARN; 0: wait forever (default: ${default})" default:"15s"`
 	ZKSessionTimeout time.Duration `name:"zk_session_timeout" help:"ZooKeeper session timeout asked for (the server bounds it to 2..20 ticks) (default: ${default})" default:"10s"`
 	TFSDir           string        `name:"tfs_dir" help:"TF Serving's working directory (its relative conf/ paths); empty: $MONOLITH_TFS_DIR, else the monolith base directory, else the binary's directory. The agent itself never changes directory" default:"" placeholder:"PATH"`
+	AdvertiseHost    string        `name:"advertise_host" help:"agent v3: the host it advertises for its TF Serving and AgentService (the container service info behind HeartBeat), e.g. 127.0.0.1 to keep a deployment on one machine on loopback; empty: the machine's address, never a loopback one (agent v1 registers $MY_HOST_IP, loopback included)" default:""`
 }
