@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
+	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
@@ -267,7 +268,11 @@ func buildInputs(c cmdFlags, n int, seed uint64, log *slog.Logger) (inputs, erro
 	if err != nil {
 		return inputs{}, err
 	}
-	log.Info("random inputs", "batches", n, "batch_size", c.BatchSize, "slots", c.Slots, "feature_list", c.FeatureList, "seed", seed)
+	if c.ModelSpec != "" {
+		log.Info("random inputs", "batches", n, "batch_size", c.BatchSize, "model_spec", c.ModelSpec, "seed", seed)
+	} else {
+		log.Info("random inputs", "batches", n, "batch_size", c.BatchSize, "slots", c.Slots, "feature_list", c.FeatureList, "seed", seed)
+	}
 	return in, nil
 }
 
@@ -310,34 +315,17 @@ func dirInputs(c cmdFlags, n int) (inputs, error) {
 // does (sparse features of --slots, named by --feature_list), sent as --input_type says: the
 // batch itself for example_batch, its examples as Instances otherwise.
 func randomInputs(c cmdFlags, n int, seed uint64) (inputs, error) {
-	var slots []int
-	for _, s := range strings.Split(c.Slots, ",") {
-		slot, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return inputs{}, cli.Usage(fmt.Errorf("--slots %q: %q is not a slot number", c.Slots, s))
-		}
-		slots = append(slots, slot)
-	}
-	var fl *instance.FeatureList
-	if c.FeatureList != "" {
-		var err error
-		if fl, err = instance.ReadFeatureList(c.FeatureList); err != nil {
-			return inputs{}, cli.Usage(err)
-		}
-	}
-	features, err := instance.ProfileFeatures(slots, fl)
+	gen, err := batchGenerator(c)
 	if err != nil {
-		return inputs{}, cli.Usage(fmt.Errorf("--slots: %w", err))
+		return inputs{}, err
 	}
-	opts := instance.RandomBatchOptions{Features: features, Extra: instance.ProfileExtraFeatures, BatchSize: c.BatchSize,
-		DropRate: instance.ProfileDropRate, Actions: instance.ProfileActions, Now: now()}
 	rng := rand.New(rand.NewPCG(seed, 0))
 	in := inputs{name: "instances", source: fmt.Sprintf("random, seed %d", seed)}
 	if c.InputType == "example_batch" {
 		in.name = "example_batch"
 	}
 	for range n {
-		eb, err := instance.RandomExampleBatch(rng, opts)
+		eb, err := gen(rng)
 		if err != nil {
 			return inputs{}, cli.Usage(err)
 		}
@@ -360,6 +348,46 @@ func randomInputs(c cmdFlags, n int, seed uint64) (inputs, error) {
 		in.tensors = append(in.tensors, instance.MakeTensorProto(vals))
 	}
 	return in, nil
+}
+
+// batchGenerator makes the random ExampleBatches: with --model_spec, batches of the exported
+// model's features (which its entry scores); else gen_random_file's (--slots, --feature_list).
+func batchGenerator(c cmdFlags) (func(*rand.Rand) (*examplepb.ExampleBatch, error), error) {
+	if c.ModelSpec != "" {
+		if c.FeatureList != "" {
+			return nil, cli.Usage(errors.New("--model_spec and --feature_list: give one (the model spec names the features)"))
+		}
+		mf, err := instance.ReadModelFeatures(c.ModelSpec)
+		if err != nil {
+			return nil, cli.Usage(fmt.Errorf("--model_spec: %w", err))
+		}
+		t := now()
+		return func(rng *rand.Rand) (*examplepb.ExampleBatch, error) {
+			return instance.RandomModelBatch(rng, mf, c.BatchSize, t)
+		}, nil
+	}
+	var slots []int
+	for _, s := range strings.Split(c.Slots, ",") {
+		slot, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, cli.Usage(fmt.Errorf("--slots %q: %q is not a slot number", c.Slots, s))
+		}
+		slots = append(slots, slot)
+	}
+	var fl *instance.FeatureList
+	if c.FeatureList != "" {
+		var err error
+		if fl, err = instance.ReadFeatureList(c.FeatureList); err != nil {
+			return nil, cli.Usage(err)
+		}
+	}
+	features, err := instance.ProfileFeatures(slots, fl)
+	if err != nil {
+		return nil, cli.Usage(fmt.Errorf("--slots: %w", err))
+	}
+	opts := instance.RandomBatchOptions{Features: features, Extra: instance.ProfileExtraFeatures, BatchSize: c.BatchSize,
+		DropRate: instance.ProfileDropRate, Actions: instance.ProfileActions, Now: now()}
+	return func(rng *rand.Rand) (*examplepb.ExampleBatch, error) { return instance.RandomExampleBatch(rng, opts) }, nil
 }
 
 // fileInput builds the Predict input of a file the way tfs_client.main does for --input_type:

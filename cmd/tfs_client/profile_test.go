@@ -202,6 +202,50 @@ func checkRandomBatch(t *testing.T, eb *examplepb.ExampleBatch, batchSize int, n
 	}
 }
 
+// modelSpecFile writes an export's entry manifest (cmd/export's format) of a model reading
+// dense:4, slot_1 (a table of 3 entries) and slot_2 (50), and returns its path.
+func modelSpecFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.json")
+	const manifest = `{"format": "monolith-go/export/entry/v1", "model_name": "ctr", "version": 7, "num_ps": 2,
+  "model": {"model": "dnn", "sparse_features": [{"name": "slot_1", "slot": 1, "table": "slot_1", "dim": 8, "pooling": "sum"},
+    {"name": "slot_2", "slot": 2, "table": "slot_2", "dim": 8, "pooling": "sum"}],
+    "dense_features": [{"name": "dense", "dim": 4}], "interaction": "dot", "hidden": [8]},
+  "tables": [{"name": "slot_1", "dim": 8, "entries": 3}, {"name": "slot_2", "dim": 8, "entries": 50}]}`
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkModelBatch checks a batch made for modelSpecFile's model: dense with 4 values, one fid of
+// slot_1 and slot_2 each with an id of their tables, then line ids and labels.
+func checkModelBatch(t *testing.T, eb *examplepb.ExampleBatch, batchSize int) {
+	t.Helper()
+	lists := eb.GetNamedFeatureList()
+	var names []string
+	for _, l := range lists {
+		names = append(names, l.GetName())
+		if len(l.GetFeature()) != batchSize {
+			t.Fatalf("%s: %d features, want %d", l.GetName(), len(l.GetFeature()), batchSize)
+		}
+	}
+	if want := []string{"dense", "slot_1", "slot_2", instance.LineIDFeature, instance.LabelFeature}; int(eb.GetBatchSize()) != batchSize || !slices.Equal(names, want) {
+		t.Fatalf("batch size %d, lists %v; want %d, %v", eb.GetBatchSize(), names, batchSize, want)
+	}
+	for i := range batchSize {
+		if n := len(lists[0].GetFeature()[i].GetFloatList().GetValue()); n != 4 {
+			t.Fatalf("dense[%d]: %d values", i, n)
+		}
+		for k, entries := range map[int]uint64{1: 3, 2: 50} {
+			fids := lists[k].GetFeature()[i].GetFidV2List().GetValue()
+			if len(fids) != 1 || fids[0]>>48 != uint64(k) || fids[0]&(1<<48-1) < 1 || fids[0]&(1<<48-1) > entries {
+				t.Fatalf("slot_%d[%d]: fids %x, want one of slot %d with an id in 1..%d", k, i, fids, k, entries)
+			}
+		}
+	}
+}
+
 // distinct is the set of different input values in reqs, checking the input name.
 func distinct(t *testing.T, reqs []*servingapis.PredictRequest, wantName string) map[string][][]byte {
 	t.Helper()
@@ -301,6 +345,34 @@ func TestProfileSendsTheRightRequests(t *testing.T) {
 						t.Fatal(err)
 					}
 					checkRandomBatch(t, eb, 2, []string{"f_user_id", "f_doc_keyword"}, []int{1, 219})
+				}
+			}},
+		{"random, model spec", []string{"--input_type=example_batch", "--batch_size=5", "--model_spec=" + modelSpecFile(t), "--profile_data_num=2"},
+			func(t *testing.T, reqs []*servingapis.PredictRequest) {
+				for _, vals := range distinct(t, reqs, "example_batch") {
+					eb := &examplepb.ExampleBatch{}
+					if err := proto.Unmarshal(vals[0], eb); err != nil {
+						t.Fatal(err)
+					}
+					checkModelBatch(t, eb, 5)
+				}
+			}},
+		{"random instances, model spec", []string{"--batch_size=2", "--model_spec=" + filepath.Dir(modelSpecFile(t)), "--profile_data_num=1"},
+			func(t *testing.T, reqs []*servingapis.PredictRequest) {
+				for _, vals := range distinct(t, reqs, "instances") {
+					for _, v := range vals {
+						inst := &parserpb.Instance{}
+						if err := proto.Unmarshal(v, inst); err != nil {
+							t.Fatal(err)
+						}
+						var names []string
+						for _, f := range inst.GetFeature() {
+							names = append(names, f.GetName())
+						}
+						if !slices.Equal(names, []string{"dense", "slot_1", "slot_2"}) || len(inst.GetFeature()[0].GetFloatValue()) != 4 {
+							t.Fatalf("instance features %v", inst.GetFeature())
+						}
+					}
 				}
 			}},
 		{"input file", []string{"--input_type=example_batch", "--file_type=pbtxt", "--input_file=" + ebFile},
@@ -626,6 +698,8 @@ func TestProfileBadCommandLine(t *testing.T) {
 		{"cpu profile in a missing dir", []string{"--cpu_profile=" + filepath.Join(dir, "none", "cpu.pprof")}, "--cpu_profile"},
 		{"bad slots", []string{"--slots=a"}, `"a" is not a slot number`},
 		{"batch size 0", []string{"--batch_size=0"}, "batch size 0 is not positive"},
+		{"missing model spec", []string{"--model_spec=" + filepath.Join(dir, "none", "model.json")}, "--model_spec: model spec " + filepath.Join(dir, "none", "model.json") + " does not exist"},
+		{"model spec and feature list", []string{"--model_spec=" + modelSpecFile(t), "--feature_list=" + featureListFile(t)}, "--model_spec and --feature_list: give one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, stderr, _ := profileRun(t, context.Background(), append([]string{"--target=" + addr, "--profile_duration=0.2"}, tc.args...)...)
