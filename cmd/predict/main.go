@@ -1,0 +1,270 @@
+// Command predict scores examples with an export in this process: the entry's model
+// (export.LoadEntry: the trainer's dnn forward pass, Entry.NewModel) over the PS sub-graphs' tables
+// (export.LoadPSShard, each id in shard floormod(id, num_ps)), with no server, no agent and no
+// network. It gives the scores the model server must answer for the same examples, so a served
+// model can be checked against them (cmd/serve_e2e_test.sh does).
+//
+//	predict --export_base=/tmp/exported/ctr --random=64 --write_input=batch.pbtxt > scores.txt
+//	tfs_client --model_name=ctr:entry --target=127.0.0.1:8500 --input_type=example_batch \
+//	    --file_type=pbtxt --input_file=batch.pbtxt
+//
+// The examples are an ExampleBatch (--input_file, what tfs_client sends with
+// --input_type=example_batch) or a random batch of the model's features (--random, tfs_client
+// --model_spec's generator); the examples are read as the trainer reads its Examples
+// (batch.Schema.Append), each example taking feature i of each list (feature 0 of a SHARED one).
+// stdout gets one score a line, in the examples' order.
+//
+// Exit status: 0 after scoring, 2 for a bad command line or bad input (a missing or corrupt
+// export, an ExampleBatch without the model's features), 1 for a failure at run time.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/encoding/prototext"
+
+	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
+	predictspec "github.com/monolith-go/monolith/gen/spec/go/predict"
+	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/pkg/embedding"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/instance"
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
+)
+
+const name = "predict"
+
+const description = "Score an ExampleBatch with an export loaded in this process (entry + PS shards): the scores the model server must answer."
+
+type cmdFlags struct {
+	cli.Common
+	predictspec.PredictFlags
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c cmdFlags
+	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return cli.Exit(name, cli.Usage(err), stderr)
+	}
+	log := c.Logger(stderr, level)
+	slog.SetDefault(log)
+	return cli.Exit(name, predict(ctx, c.PredictFlags, stdout, log), stderr)
+}
+
+func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, log *slog.Logger) error {
+	switch {
+	case f.ExportBase == "":
+		return cli.Usage(errors.New("--export_base is required: the export's base directory"))
+	case f.InputFile == "" && f.Random <= 0:
+		return cli.Usage(errors.New("give the examples: --input_file (an ExampleBatch) or --random=N"))
+	case f.InputFile != "" && f.Random != 0:
+		return cli.Usage(errors.New("--input_file and --random: give one"))
+	case f.ExportVersion < 0:
+		return cli.Usage(fmt.Errorf("--export_version %d is negative", f.ExportVersion))
+	}
+	start := time.Now()
+	m, err := load(ctx, f.ExportBase, int64(f.ExportVersion))
+	if err != nil {
+		return classify(err)
+	}
+	log.Info("export loaded", "entry", m.entry.Dir, "model", m.entry.Manifest.ModelName, "global_step", m.entry.Manifest.GlobalStep,
+		"num_ps", m.entry.Manifest.NumPS, "seconds", time.Since(start).Seconds())
+	var eb *examplepb.ExampleBatch
+	if f.InputFile != "" {
+		format, err := instance.ParseFormat(f.FileType)
+		if err != nil {
+			return cli.Usage(err)
+		}
+		if eb, err = instance.ReadExampleBatch(f.InputFile, format, instance.Header{}); err != nil {
+			return cli.Usage(fmt.Errorf("--input_file: %w", err))
+		}
+	} else {
+		mf, err := instance.ReadModelFeatures(m.entry.Dir)
+		if err != nil {
+			return cli.Usage(err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(f.Seed), 0))
+		if eb, err = instance.RandomModelBatch(rng, mf, f.Random, time.Now()); err != nil {
+			return cli.Usage(err)
+		}
+	}
+	if f.WriteInput != "" {
+		text, err := prototext.MarshalOptions{Multiline: true}.Marshal(eb)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.WriteInput, text, 0o644); err != nil {
+			return cli.Usage(fmt.Errorf("--write_input: %w", err))
+		}
+	}
+	b, err := toBatch(m.entry.Manifest.Model.Schema(), eb)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	scores, err := m.predict(ctx, b)
+	if err != nil {
+		return err
+	}
+	for _, s := range scores {
+		if _, err := fmt.Fprintln(stdout, strconv.FormatFloat(s, 'g', 9, 64)); err != nil {
+			return err
+		}
+	}
+	log.Info("scored", "examples", len(scores), "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// classify makes a missing or bad export a usage error (exit 2).
+func classify(err error) error {
+	switch errkind.Of(err) {
+	case errkind.NotFound, errkind.Value:
+		return cli.Usage(err)
+	}
+	return err
+}
+
+// model is an export loaded in this process.
+type model struct {
+	entry  *export.Entry
+	shards []*export.PSShard
+}
+
+// load reads the entry of version (0: the newest) under base and its PS shards of the same version.
+func load(ctx context.Context, base string, version int64) (*model, error) {
+	entryBase := filepath.Join(base, export.EntrySubGraph)
+	if version == 0 {
+		v, err := newestVersion(entryBase)
+		if err != nil {
+			return nil, err
+		}
+		version = v
+	}
+	v := strconv.FormatInt(version, 10)
+	e, err := export.LoadEntry(filepath.Join(entryBase, v))
+	if err != nil {
+		return nil, err
+	}
+	m := &model{entry: e}
+	for i := range e.Manifest.NumPS {
+		s, err := export.LoadPSShard(ctx, filepath.Join(base, export.PSSubGraph(i), v))
+		if err != nil {
+			return nil, err
+		}
+		m.shards = append(m.shards, s)
+	}
+	return m, nil
+}
+
+// newestVersion is the greatest version directory (a non-negative decimal name, as TF Serving
+// reads them) under dir.
+func newestVersion(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, errkind.New(errkind.NotFound, "%s does not exist: no export there", dir)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("versions of %s: %w", dir, err)
+	}
+	newest := int64(-1)
+	for _, e := range entries {
+		if v, err := strconv.ParseInt(e.Name(), 10, 64); err == nil && v >= 0 && e.IsDir() {
+			newest = max(newest, v)
+		}
+	}
+	if newest < 0 {
+		return 0, errkind.New(errkind.NotFound, "%s has no version", dir)
+	}
+	return newest, nil
+}
+
+func (m *model) predict(ctx context.Context, b *batch.Batch) ([]float64, error) {
+	dm, err := m.entry.NewModel(shardStore{m.shards})
+	if err != nil {
+		return nil, err
+	}
+	return dm.Predict(ctx, b)
+}
+
+// shardStore is a dnn.EmbeddingStore over the PS shards in this process: an id is looked up in
+// shard floormod(id, num_ps), as the entry routes it to the PS sub-graphs.
+type shardStore struct{ shards []*export.PSShard }
+
+func (s shardStore) Lookup(ctx context.Context, table string, ids []int64, out []float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dim := len(out) / max(len(ids), 1)
+	for i, id := range ids {
+		shard := s.shards[embedding.Shard(id, len(s.shards))]
+		if _, err := shard.Lookup(table, ids[i:i+1], out[i*dim:(i+1)*dim]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (shardStore) Apply(context.Context, string, []int64, []float32, int64, []float32) error {
+	return errkind.New(errkind.Precondition, "predict: an export is not trained")
+}
+
+// toBatch reads eb's examples as the trainer reads Examples: example i has feature i of each
+// INDIVIDUAL list and feature 0 of each SHARED one, its label from __LABEL__ (0 without one).
+func toBatch(schema batch.Schema, eb *examplepb.ExampleBatch) (*batch.Batch, error) {
+	n := int(eb.GetBatchSize())
+	if n <= 0 {
+		return nil, errkind.New(errkind.Value, "the ExampleBatch has batch_size %d: no example to score", n)
+	}
+	b := &batch.Batch{}
+	for i := range n {
+		ex := &examplepb.Example{}
+		for _, l := range eb.GetNamedFeatureList() {
+			k := i
+			if l.GetType() == examplepb.FeatureListType_SHARED {
+				k = 0
+			}
+			if k >= len(l.GetFeature()) {
+				return nil, errkind.New(errkind.Value, "ExampleBatch feature list %q has %d features, batch_size is %d", l.GetName(), len(l.GetFeature()), n)
+			}
+			feat := l.GetFeature()[k]
+			switch l.GetName() {
+			case instance.LabelFeature:
+				ex.Label = slices.Clone(feat.GetFloatList().GetValue())
+			case instance.LineIDFeature:
+			default:
+				ex.NamedFeature = append(ex.NamedFeature, &examplepb.NamedFeature{Name: l.GetName(), Feature: feat})
+			}
+		}
+		if len(ex.Label) == 0 {
+			ex.Label = []float32{0} // not needed to score, but the trainer's reader wants one
+		}
+		if err := schema.Append(b, ex); err != nil {
+			return nil, fmt.Errorf("example %d: %w", i, err)
+		}
+	}
+	return b, nil
+}
