@@ -7,6 +7,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,7 +122,15 @@ func numElements(shape []int) (int, error) {
 	if slices.ContainsFunc(shape, func(d int) bool { return d < 0 }) {
 		return 0, errkind.New(errkind.Value, "tensor: negative dimension in shape %s", ShapeString(shape))
 	}
-	return product(shape), nil
+	// Multiplied in order, refusing an overflow on the way, as TF's TensorShape::IsValid does.
+	n := 1
+	for _, d := range shape {
+		if d != 0 && n > math.MaxInt/d {
+			return 0, errkind.New(errkind.Value, "tensor: shape %s has more elements than an int counts", ShapeString(shape))
+		}
+		n *= d
+	}
+	return n, nil
 }
 
 // product is the number of elements of valid dimensions.

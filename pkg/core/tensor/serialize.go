@@ -101,22 +101,31 @@ func Parse(data []byte) (Tensor, error) {
 	return nil, errkind.New(errkind.Type, "tensor: parse of unsupported dtype %s", p.GetDtype())
 }
 
+// maxRepeatedElements bounds the elements a few typed values may fill by repetition: the input does
+// not back them, so a huge shape must not make Parse allocate what it says.
+const maxRepeatedElements = 1 << 24
+
 func decode[T Elem](content []byte, width, n int, shape []int, get func([]byte) T, vals []T) (Tensor, error) {
-	data := make([]T, n)
 	switch {
 	case len(content) > 0 || len(vals) == 0:
-		if len(content) != width*n {
+		// Divided, not multiplied: width*n may overflow.
+		if len(content)%width != 0 || len(content)/width != n {
 			return nil, errkind.New(errkind.Value, "tensor: %d content bytes for %d elements of %d bytes", len(content), n, width)
 		}
+		data := make([]T, n)
 		for i := range data {
 			data[i] = get(content[width*i:])
 		}
+		return wrap(data, shape), nil
+	case len(vals) < n && n > maxRepeatedElements:
+		return nil, errkind.New(errkind.Value, "tensor: %d values repeated to %d elements: more than %d", len(vals), n, maxRepeatedElements)
 	case len(vals) <= n:
+		data := make([]T, n)
 		for i := range data {
 			data[i] = vals[min(i, len(vals)-1)]
 		}
+		return wrap(data, shape), nil
 	default:
 		return nil, errkind.New(errkind.Value, "tensor: %d values for %d elements", len(vals), n)
 	}
-	return wrap(data, shape), nil
 }
