@@ -28,6 +28,9 @@ var benchLarge = flag.Bool("embedding.large", false, "also run the 10M-entry ben
 
 const benchBatch = 64 << 10
 
+// trackedTakeEvery is how many apply batches the tracked benchmark runs between two takes.
+const trackedTakeEvery = 4
+
 type benchShape struct {
 	entries int
 	dim     int
@@ -218,6 +221,37 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 				}
 				report(b, rateKey{shape, op, th}, time.Since(start), per, false)
 			})
+		}
+		if op == "apply" {
+			// The same applies with the entries' updates tracked for parameter sync, the touched
+			// entries taken every trackedTakeEvery batches as a pusher would (the takes are timed
+			// apart: take_entries/s).
+			tb.TrackTouched(true)
+			for _, th := range threadCounts() {
+				b.Run(fmt.Sprintf("threads=%d/table_tracked", th), func(b *testing.B) {
+					tb.SetWorkers(th)
+					var taking time.Duration
+					taken := 0
+					start := time.Now()
+					for n := 0; n < b.N; n++ {
+						if err := tb.Apply(qids[n%len(qids)], grads, lr(0.01), int64(n), 2); err != nil {
+							b.Fatal(err)
+						}
+						if (n+1)%trackedTakeEvery == 0 || n == b.N-1 {
+							t0 := time.Now()
+							k, err := tb.TakeTouched(benchBatch, func([]int64, []float32) error { return nil })
+							if err != nil {
+								b.Fatal(err)
+							}
+							taken += k
+							taking += time.Since(t0)
+						}
+					}
+					report(b, rateKey{shape, op, th}, time.Since(start)-taking, per, false)
+					b.ReportMetric(float64(taken)/taking.Seconds(), "take_entries/s")
+				})
+			}
+			tb.TrackTouched(false)
 		}
 		tb.Clear()
 	}

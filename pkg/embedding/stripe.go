@@ -23,6 +23,8 @@ const (
 	maxLoadDen = 4
 	// usedBit marks a used slot in slotHeader.meta.
 	usedBit = 1
+	// touchedBit marks an entry updated since parameter sync last took it (touched.go).
+	touchedBit = 2
 )
 
 // slotHeader is the first 16 bytes of a slot.
@@ -49,6 +51,8 @@ type stripe struct {
 	arena  []float32
 	nslots int
 	count  int
+	// touched lists the ids whose touchedBit was set, in that order (touched.go).
+	touched []int64
 	// pad keeps neighbouring stripes' locks off one cache line.
 	_ [64]byte
 }
@@ -219,7 +223,7 @@ func (s *stripe) each(g geom, fn func(hd *slotHeader, p int) bool) {
 
 // reset empties the stripe and drops its memory.
 func (s *stripe) reset() {
-	s.arena, s.nslots, s.count = nil, 0, 0
+	s.arena, s.nslots, s.count, s.touched = nil, 0, 0, nil
 }
 
 // memoryBytes is what the stripe's slots occupy.

@@ -61,6 +61,8 @@ type Table struct {
 	// maxUpdateTs is the latest update time seen (applies, assigns, restores): eviction measures
 	// age from it rather than from the wall clock, as the reference does.
 	maxUpdateTs atomic.Int64
+	// track makes applies and assigns mark the entries they update (TrackTouched).
+	track atomic.Bool
 }
 
 // New returns an empty table.
@@ -239,7 +241,8 @@ type applyScratch struct {
 // that appears more than once are summed first (in batch order) and the optimizer runs once per
 // id, with learningRates (Config.LearningRates of them) and globalStep. An id without an entry
 // gets one (initialized, then updated) unless the filter holds it back, counting its occurrences
-// in this batch. Updated entries take updateTimeSec as their last update time.
+// in this batch. Updated entries take updateTimeSec as their last update time and, with
+// TrackTouched on, are marked touched (touched.go).
 func (t *Table) Apply(ids []int64, grads []float32, learningRates []float32, globalStep, updateTimeSec int64) error {
 	if err := checkDim("embedding apply", len(grads), len(ids), t.g.dim); err != nil {
 		return errkind.Wrap(errkind.Value, err)
@@ -273,6 +276,7 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 	n := len(sc.uniq)
 	missing := sc.slots[:0]
 	var addrs [addrsLen]uintptr
+	track := t.track.Load()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for b := 0; b < n+applyAhead*applyBlock; b += applyBlock {
@@ -294,7 +298,11 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 					missing = append(missing, u)
 					continue
 				}
-				s.hdr(g, p).ts = ts
+				hd := s.hdr(g, p)
+				hd.ts = ts
+				if track {
+					s.touch(hd)
+				}
 				t.opt.Apply(s.emb(g, p), s.state(g, p), sc.grad(grads, gr, dim, u), learningRates, globalStep)
 			}
 		}
@@ -311,7 +319,11 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 			continue
 		}
 		p := t.create(s, id, gr.hashes[k])
-		s.hdr(g, p).ts = ts
+		hd := s.hdr(g, p)
+		hd.ts = ts
+		if track {
+			s.touch(hd)
+		}
 		t.opt.Apply(s.emb(g, p), s.state(g, p), sc.grad(grads, gr, dim, u), learningRates, globalStep)
 	}
 }
@@ -400,7 +412,8 @@ func (t *Table) MaxUpdateTsSec() int64 { return t.maxUpdateTs.Load() }
 // Assign sets the embeddings of ids to values (rows of Dim floats) with update time
 // updateTimeSec, creating entries as needed (initialized optimizer state) unless the filter
 // holds an id back, each occurrence counting once (the reference's assign). With
-// SkipZeroEmbedding a zero value erases the id's entry instead.
+// SkipZeroEmbedding a zero value erases the id's entry instead. With TrackTouched on, the
+// assigned entries are marked touched.
 func (t *Table) Assign(ids []int64, values []float32, updateTimeSec int64) error {
 	return t.assign("embedding assign", ids, values, updateTimeSec, false)
 }
@@ -416,6 +429,7 @@ func (t *Table) assign(what string, ids []int64, values []float32, updateTimeSec
 	}
 	t.noteUpdate(updateTimeSec)
 	g := t.g
+	track := t.track.Load()
 	for i, id := range ids {
 		h := mix(id)
 		s := t.stripeOf(h)
@@ -436,7 +450,11 @@ func (t *Table) assign(what string, ids []int64, values []float32, updateTimeSec
 			}
 			p = t.create(s, id, h)
 		}
-		s.hdr(g, p).ts = uint32(updateTimeSec)
+		hd := s.hdr(g, p)
+		hd.ts = uint32(updateTimeSec)
+		if track {
+			s.touch(hd)
+		}
 		emb := s.emb(g, p)
 		if add {
 			for k := range emb {
