@@ -61,6 +61,9 @@ type Config struct {
 	EvictEvery time.Duration
 	// Workers is how many goroutines a table uses per batch (0: all cores).
 	Workers int
+	// TrackTouched makes the tables mark the entries updated since parameter sync last took them
+	// (sync.go), from the start; SetTrackTouched changes it later.
+	TrackTouched bool
 	// Metrics, when set, counts the server's RPCs and reports its tables.
 	Metrics *Metrics
 	// Logger (nil: slog.Default()).
@@ -78,6 +81,8 @@ type Server struct {
 
 	mu     sync.RWMutex
 	tables map[string]*table
+	// track is whether the tables track touched entries (under mu, which table creation holds).
+	track bool
 
 	// evict runs the tables' eviction loops until Close.
 	evictCtx    context.Context
@@ -112,7 +117,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, bars: newBarriers(), reds: newReductions(), tables: map[string]*table{}}
+	s := &Server{cfg: cfg, log: log, bars: newBarriers(), reds: newReductions(), tables: map[string]*table{}, track: cfg.TrackTouched}
 	s.evictCtx, s.evictCancel = context.WithCancel(context.Background())
 	if _, err := s.createTables(cfg.Tables); err != nil {
 		s.Close()
@@ -197,6 +202,7 @@ func (s *Server) createTables(cfgs []*pspb.TableConfig) ([]string, error) {
 	}
 	created := make([]string, 0, len(built))
 	for _, tb := range built {
+		tb.t.TrackTouched(s.track)
 		s.tables[tb.name] = tb
 		created = append(created, tb.name)
 		s.log.Info("table created", "table", tb.name, "dim", tb.t.Dim(), "ps", s.cfg.Index)
