@@ -10,6 +10,10 @@
 //
 // An id of another shard, an unknown table or a malformed tensor is INVALID_ARGUMENT. Request and
 // LookupResult build and read these tensors for a client.
+//
+// A second signature, hashtable_assign (assign.go), takes real-time parameter sync's pushes from
+// the training PS of this shard (pkg/paramsync): new embeddings for ids, assigned to the tables
+// while lookups go on.
 package psshard
 
 import (
@@ -18,6 +22,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,6 +48,8 @@ const (
 type Servable struct {
 	shard *export.PSShard
 	sigs  map[string]*tfprotobuf.SignatureDef
+	// assigned counts the ids parameter sync assigned.
+	assigned atomic.Int64
 }
 
 // Load is the modelserver.Loader of PS sub-graphs: it reads the version directory with
@@ -71,7 +78,11 @@ func New(shard *export.PSShard) *Servable {
 			OutputEmbedding: tensorInfo(OutputEmbedding, tfframework.DataType_DT_FLOAT, -1, -1),
 		},
 	}
-	return &Servable{shard: shard, sigs: map[string]*tfprotobuf.SignatureDef{Signature: def, modelserver.DefaultSignature: def}}
+	dims := make(map[string]int, len(shard.Tables))
+	for name, t := range shard.Tables {
+		dims[name] = t.Dim()
+	}
+	return &Servable{shard: shard, sigs: map[string]*tfprotobuf.SignatureDef{Signature: def, modelserver.DefaultSignature: def, AssignSignature: assignDef(dims)}}
 }
 
 func tensorInfo(name string, dtype tfframework.DataType, dims ...int64) *tfprotobuf.TensorInfo {
@@ -88,8 +99,11 @@ func (s *Servable) Shard() *export.PSShard { return s.shard }
 // Signatures implements modelserver.Servable.
 func (s *Servable) Signatures() map[string]*tfprotobuf.SignatureDef { return s.sigs }
 
-// Predict implements modelserver.Servable: the lookup signature.
-func (s *Servable) Predict(_ context.Context, _ string, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
+// Predict implements modelserver.Servable: the lookup signature, or the assign signature.
+func (s *Servable) Predict(_ context.Context, signature string, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
+	if signature == AssignSignature {
+		return s.assign(inputs)
+	}
 	table, ids, err := ParseRequest(inputs)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
