@@ -1,0 +1,437 @@
+package paramsync
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	paramsyncpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/parameter_sync"
+	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
+	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
+)
+
+// Defaults of Config.
+const (
+	// DefaultInterval is the time from the start of one push to the next (the reference: 10 s).
+	DefaultInterval = 5 * time.Second
+	// DefaultMaxIDsPerRequest bounds the ids of one request.
+	DefaultMaxIDsPerRequest = 1 << 16
+	// DefaultMaxRequestBytes bounds a request's size (the reference splits at 4 MiB).
+	DefaultMaxRequestBytes = 4 << 20
+	// DefaultTimeout bounds one try of one request (the reference's timeout_in_ms: 3000).
+	DefaultTimeout = 3 * time.Second
+	// DefaultRetries is how many times a failed request is tried again.
+	DefaultRetries = 2
+	// DefaultBackoff is the wait before the first retry, doubled before each next one up to
+	// DefaultMaxBackoff.
+	DefaultBackoff    = 100 * time.Millisecond
+	DefaultMaxBackoff = 2 * time.Second
+)
+
+// requestOverhead is what a request takes besides its ids and floats (names, tensor headers).
+const requestOverhead = 1 << 10
+
+// Config configures a Pusher.
+type Config struct {
+	// Source holds the tables whose updates are pushed.
+	Source Source
+	// Targets lists the serving replicas of the shard.
+	Targets Targets
+	// Model is the served model's name: pushes go to the sub-graph "<Model>:ps_<Shard>".
+	Model string
+	// Shard is the index of the PS whose tables Source holds.
+	Shard int
+	// Interval is the period of the pushes (default DefaultInterval).
+	Interval time.Duration
+	// MaxIDsPerRequest and MaxRequestBytes bound each request (defaults DefaultMaxIDsPerRequest
+	// and DefaultMaxRequestBytes).
+	MaxIDsPerRequest, MaxRequestBytes int
+	// Timeout bounds one try (default DefaultTimeout).
+	Timeout time.Duration
+	// Retries is how many times a request that failed transiently is tried again on the same
+	// target (0: DefaultRetries; negative: none).
+	Retries int
+	// Backoff and MaxBackoff: the wait before the first retry and its bound (defaults
+	// DefaultBackoff and DefaultMaxBackoff).
+	Backoff, MaxBackoff time.Duration
+	// Metrics, when set, count the pushes.
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
+// Pusher pushes a PS shard's updates to its serving replicas. Run pushes every interval;
+// PushOnce pushes once. Its methods must not run concurrently with each other.
+type Pusher struct {
+	cfg     Config
+	sub     string // "<model>:ps_<shard>"
+	log     *slog.Logger
+	conns   *conns
+	lastErr map[string]string // by target: the last failure logged, "" once it succeeded
+}
+
+// New returns a pusher of cfg; Close releases its connections.
+func New(cfg Config) (*Pusher, error) {
+	switch {
+	case cfg.Source == nil:
+		return nil, errkind.New(errkind.Value, "parameter sync: no source")
+	case cfg.Targets == nil:
+		return nil, errkind.New(errkind.Value, "parameter sync: no targets")
+	case cfg.Model == "":
+		return nil, errkind.New(errkind.Value, "parameter sync: no model name")
+	case cfg.Shard < 0:
+		return nil, errkind.New(errkind.Value, "parameter sync: shard %d", cfg.Shard)
+	case cfg.Interval < 0 || cfg.MaxIDsPerRequest < 0 || cfg.MaxRequestBytes < 0 || cfg.Timeout < 0 || cfg.Backoff < 0 || cfg.MaxBackoff < 0:
+		return nil, errkind.New(errkind.Value, "parameter sync: negative interval, bound, timeout or backoff")
+	case cfg.MaxRequestBytes > 0 && cfg.MaxRequestBytes <= requestOverhead:
+		return nil, errkind.New(errkind.Value, "parameter sync: max request bytes %d, want more than %d", cfg.MaxRequestBytes, requestOverhead)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.MaxIDsPerRequest == 0 {
+		cfg.MaxIDsPerRequest = DefaultMaxIDsPerRequest
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = DefaultRetries
+	}
+	cfg.Retries = max(cfg.Retries, 0)
+	if cfg.Backoff == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sub := cfg.Model + ":ps_" + strconv.Itoa(cfg.Shard)
+	return &Pusher{cfg: cfg, sub: sub, log: log.With("sub_graph", sub), conns: newConns(), lastErr: map[string]string{}}, nil
+}
+
+// Close closes the connections to the targets.
+func (p *Pusher) Close() error {
+	p.conns.close()
+	return nil
+}
+
+// Run pushes every interval until ctx ends, then pushes once more (bounded by the interval) so
+// that the updates of the last moments before a stop are not lost.
+func (p *Pusher) Run(ctx context.Context) {
+	next := time.Now().Add(p.cfg.Interval)
+	t := time.NewTimer(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Interval)
+			p.cycle(fctx)
+			cancel()
+			return
+		case <-t.C:
+		}
+		p.cycle(ctx)
+		// The reference's period: the next push starts an interval after this one started (at
+		// once when this one took longer).
+		next = next.Add(p.cfg.Interval)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+		t.Reset(time.Until(next))
+	}
+}
+
+// cycle pushes once and logs what went wrong.
+func (p *Pusher) cycle(ctx context.Context) {
+	res, err := p.PushOnce(ctx)
+	if err != nil {
+		if p.lastErr[""] != err.Error() {
+			p.log.Warn("parameter sync: nothing pushed", "err", err)
+			p.lastErr[""] = err.Error()
+		}
+		return
+	}
+	delete(p.lastErr, "")
+	for _, tr := range res.Targets {
+		switch {
+		case tr.Err != nil && p.lastErr[tr.Addr] != tr.Err.Error():
+			p.log.Warn("parameter sync: target failed", "target", tr.Addr, "failed_requests", tr.Failed, "requests", len(tr.Responses), "err", tr.Err)
+			p.lastErr[tr.Addr] = tr.Err.Error()
+		case tr.Err == nil && p.lastErr[tr.Addr] != "":
+			p.log.Info("parameter sync: target recovered", "target", tr.Addr)
+			p.lastErr[tr.Addr] = ""
+		}
+	}
+	if res.Taken > 0 {
+		p.log.Debug("parameter sync: pushed", "ids", res.Taken, "requests", res.Requests, "targets", len(res.Targets), "retouched", res.Retouched, "took", res.Duration)
+	}
+}
+
+// Result is what one push did.
+type Result struct {
+	// Taken is the ids taken from the source, in Requests requests.
+	Taken, Requests int
+	// Retouched is the ids no target took, marked touched again for the next push.
+	Retouched int
+	// Targets are the targets' results, in the order Targets listed them.
+	Targets  []TargetResult
+	Duration time.Duration
+}
+
+// TargetResult is one target's part of a push.
+type TargetResult struct {
+	Addr string
+	// IDs is how many ids the target assigned.
+	IDs int
+	// Failed is how many requests failed (after their retries, or skipped once the target was
+	// found down); Tries counts every try.
+	Failed, Tries int
+	// Err is the last failure, nil when every request succeeded.
+	Err error
+	// Responses are the reference's PushResponse of each request, in order.
+	Responses []*paramsyncpb.PushResponse
+}
+
+// PushResult is the reference's PushResult: every target's response to every request.
+func (r *Result) PushResult() *paramsyncpb.PushResult {
+	out := &paramsyncpb.PushResult{}
+	for _, tr := range r.Targets {
+		out.Responses = append(out.Responses, tr.Responses...)
+	}
+	return out
+}
+
+// PushOnce takes the ids updated since the last push and pushes them to every target. An error
+// means nothing was pushed: no target is known (the ids stay pending) or the source failed;
+// failures of targets are in the result.
+func (p *Pusher) PushOnce(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	res := &Result{}
+	defer func() {
+		res.Duration = time.Since(start)
+		p.cfg.Metrics.cycle(res)
+	}()
+	addrs, err := p.cfg.Targets.Addrs(ctx, p.cfg.Model, p.cfg.Shard)
+	if err == nil && len(addrs) == 0 {
+		err = status.Errorf(codes.Unavailable, "no replica of %s", p.sub)
+	}
+	if err != nil {
+		p.cfg.Metrics.noTarget()
+		return res, fmt.Errorf("parameter sync of %s: %w", p.sub, err)
+	}
+	addrs = unique(addrs)
+	p.conns.keep(addrs)
+	reqs, err := p.take()
+	for _, r := range reqs {
+		res.Taken += len(r.GetDeltaHashTables()[0].GetFids())
+	}
+	res.Requests = len(reqs)
+	if err != nil {
+		p.giveBack(reqs)
+		return res, fmt.Errorf("parameter sync of %s: %w", p.sub, err)
+	}
+	preds := make([]*servingapis.PredictRequest, len(reqs))
+	for i, r := range reqs {
+		if preds[i], _, err = Convert(r); err != nil {
+			p.giveBack(reqs)
+			return res, fmt.Errorf("parameter sync of %s: %w", p.sub, err)
+		}
+	}
+	res.Targets = make([]TargetResult, len(addrs))
+	delivered := make([][]bool, len(addrs))
+	if len(reqs) > 0 {
+		var wg sync.WaitGroup
+		for i, addr := range addrs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res.Targets[i], delivered[i] = p.pushTarget(ctx, addr, reqs, preds)
+			}()
+		}
+		wg.Wait()
+	} else {
+		for i, addr := range addrs {
+			res.Targets[i] = TargetResult{Addr: addr}
+		}
+	}
+	// A request no target took goes again next time, to all of them.
+	var lost []*paramsyncpb.PushRequest
+	for k, r := range reqs {
+		if !slices.ContainsFunc(delivered, func(d []bool) bool { return d[k] }) {
+			lost = append(lost, r)
+			res.Retouched += len(r.GetDeltaHashTables()[0].GetFids())
+		}
+	}
+	p.giveBack(lost)
+	return res, nil
+}
+
+// take takes the touched ids of every table into requests of one table each, bounded.
+func (p *Pusher) take() ([]*paramsyncpb.PushRequest, error) {
+	dims := p.cfg.Source.SyncTables()
+	var reqs []*paramsyncpb.PushRequest
+	for _, table := range slices.Sorted(maps.Keys(dims)) {
+		dim := dims[table]
+		n, err := p.cfg.Source.TakeTouched(table, p.idsPerRequest(dim), func(ids []int64, embs []float32) error {
+			reqs = append(reqs, &paramsyncpb.PushRequest{
+				ModelName:     proto.String(p.sub),
+				SignatureName: proto.String(psshard.AssignSignature),
+				TimeoutInMs:   proto.Int64(p.cfg.Timeout.Milliseconds()),
+				DeltaHashTables: []*paramsyncpb.PushRequest_DeltaEmbeddingHashTable{{
+					UniqueId: proto.String(table), DimSize: proto.Int32(int32(dim)),
+					Fids: slices.Clone(ids), Embeddings: slices.Clone(embs),
+				}},
+			})
+			return nil
+		})
+		p.cfg.Metrics.taken(table, n)
+		if err != nil {
+			if errkind.Of(err) == errkind.NotFound {
+				continue // the table went away since it was listed
+			}
+			return reqs, fmt.Errorf("take the updates of table %q: %w", table, err)
+		}
+	}
+	return reqs, nil
+}
+
+// idsPerRequest is how many ids of dimension dim a request holds at most.
+func (p *Pusher) idsPerRequest(dim int) int {
+	perID := 8 + 4*dim
+	return max(1, min(p.cfg.MaxIDsPerRequest, (p.cfg.MaxRequestBytes-requestOverhead)/perID))
+}
+
+// giveBack marks the ids of reqs touched again.
+func (p *Pusher) giveBack(reqs []*paramsyncpb.PushRequest) {
+	for _, r := range reqs {
+		for _, d := range r.GetDeltaHashTables() {
+			p.cfg.Source.Retouch(d.GetUniqueId(), d.GetFids())
+			p.cfg.Metrics.retouched(len(d.GetFids()))
+		}
+	}
+}
+
+// pushTarget sends the requests to addr in order, each with its retries; once the target is
+// found down the rest are skipped. It reports which requests the target took.
+func (p *Pusher) pushTarget(ctx context.Context, addr string, reqs []*paramsyncpb.PushRequest, preds []*servingapis.PredictRequest) (TargetResult, []bool) {
+	tr := TargetResult{Addr: addr}
+	delivered := make([]bool, len(reqs))
+	var down error
+	for i, r := range reqs {
+		if down == nil && ctx.Err() != nil {
+			down = status.FromContextError(ctx.Err()).Err()
+		}
+		if down != nil {
+			st := status.Convert(down)
+			tr.Responses = append(tr.Responses, &paramsyncpb.PushResponse{Target: proto.String(addr), StatusCode: proto.Int32(int32(st.Code())),
+				ErrorMessage: proto.String("not sent, the target failed: " + st.Message()), UpdateNum: proto.Int32(0)})
+			tr.Failed++
+			p.cfg.Metrics.failed(addr, st.Code(), len(r.GetDeltaHashTables()[0].GetFids()))
+			continue
+		}
+		resp, tries := p.pushRetrying(ctx, addr, r, preds[i])
+		tr.Tries += tries
+		tr.Responses = append(tr.Responses, resp)
+		code := codes.Code(resp.GetStatusCode())
+		if code == codes.OK {
+			delivered[i] = true
+			tr.IDs += int(resp.GetUpdateNum())
+			p.cfg.Metrics.pushed(addr, int(resp.GetUpdateNum()))
+			continue
+		}
+		tr.Failed++
+		tr.Err = fmt.Errorf("push %d ids of table %q to %s: %w", len(r.GetDeltaHashTables()[0].GetFids()), r.GetDeltaHashTables()[0].GetUniqueId(), addr,
+			status.Error(code, resp.GetErrorMessage()))
+		p.cfg.Metrics.failed(addr, code, len(r.GetDeltaHashTables()[0].GetFids()))
+		p.cfg.Targets.Failed(addr)
+		if code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled {
+			down = status.Error(code, resp.GetErrorMessage())
+		}
+	}
+	if down != nil && tr.Err == nil {
+		tr.Err = fmt.Errorf("push to %s: %w", addr, down)
+	}
+	return tr, delivered
+}
+
+// retryable are the codes a try of a request may pass on the next try.
+func retryable(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// pushRetrying tries a request on addr until it succeeds, fails for good, or its retries are
+// spent; it returns the last response and the number of tries.
+func (p *Pusher) pushRetrying(ctx context.Context, addr string, r *paramsyncpb.PushRequest, pred *servingapis.PredictRequest) (*paramsyncpb.PushResponse, int) {
+	for try := 0; ; try++ {
+		start := time.Now()
+		resp := p.conns.push(ctx, addr, r, pred)
+		code := codes.Code(resp.GetStatusCode())
+		p.cfg.Metrics.request(addr, code, time.Since(start))
+		if code == codes.OK || !retryable(code) || try >= p.cfg.Retries || ctx.Err() != nil {
+			return resp, try + 1
+		}
+		if err := sleep(ctx, p.backoff(try)); err != nil {
+			return resp, try + 1
+		}
+	}
+}
+
+// backoff is the wait before retry number try+1: Backoff doubled try times, at most MaxBackoff,
+// less up to a fifth at random (so that the pushes of several PS do not retry in step).
+func (p *Pusher) backoff(try int) time.Duration {
+	d := p.cfg.Backoff
+	for range try {
+		if d >= p.cfg.MaxBackoff/2 {
+			d = p.cfg.MaxBackoff
+			break
+		}
+		d *= 2
+	}
+	d = min(d, p.cfg.MaxBackoff)
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// unique drops repeated addresses, keeping the first.
+func unique(addrs []string) []string {
+	seen := make(map[string]bool, len(addrs))
+	out := addrs[:0:0]
+	for _, a := range addrs {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
