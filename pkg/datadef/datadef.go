@@ -1,103 +1,21 @@
 // Package datadef holds the agent's data model (monolith/agent_service/data_def.py): the records
-// stored in ZooKeeper and passed between the agent's parts. Serialize writes the bytes Python's
-// json.dumps writes for the reference's dataclasses (the reference compares stored bytes before
-// rewriting a node, so they must be identical); Deserialize fills absent keys with defaults, ignores
-// unknown keys and rejects values of the wrong type, naming the field.
+// stored in ZooKeeper and passed between the agent's parts. Their fields, defaults, enums and
+// Python-compatible JSON codecs are generated from specs/agent_service/data_def.yaml
+// (gen/spec/agent_service/data_def); this package adds the reference's behaviour (paths, addresses)
+// and gives codec errors their errkind. Serialize writes the bytes the reference's to_json writes
+// (the reference compares stored bytes before rewriting a node, so they must be identical, and Go
+// and Python agents share the nodes); Deserialize reads what from_json reads, null in any field
+// included, and rejects values outside a field's Python type, naming the field.
 package datadef
 
 import (
-	"strconv"
 	"strings"
 
 	servingutil "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/util"
-	"github.com/monolith-go/monolith/pkg/datadef/pydataclass"
+	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pathutil"
 )
-
-// ModelState is TF Serving's ModelVersionStatus.State.
-type ModelState int
-
-// TF Serving model version states (same numbers as the proto enum).
-const (
-	StateUnknown   ModelState = 0
-	StateStart     ModelState = 10
-	StateLoading   ModelState = 20
-	StateAvailable ModelState = 30
-	StateUnloading ModelState = 40
-	StateEnd       ModelState = 50
-)
-
-var stateNames = map[ModelState]string{StateUnknown: "UNKNOWN", StateStart: "START", StateLoading: "LOADING",
-	StateAvailable: "AVAILABLE", StateUnloading: "UNLOADING", StateEnd: "END"}
-
-func (s ModelState) String() string {
-	if n, ok := stateNames[s]; ok {
-		return n
-	}
-	return strconv.Itoa(int(s))
-}
-
-// PublishType says whether a publish loads or unloads a model.
-type PublishType int
-
-// Publish types.
-const (
-	PublishLoad   PublishType = 1
-	PublishUnload PublishType = 2
-)
-
-func (p PublishType) String() string {
-	switch p {
-	case PublishLoad:
-		return "LOAD"
-	case PublishUnload:
-		return "UNLOAD"
-	}
-	return strconv.Itoa(int(p))
-}
-
-// ParsePublishType validates a PublishType number.
-func ParsePublishType(n int) (PublishType, error) {
-	if n != int(PublishLoad) && n != int(PublishUnload) {
-		return 0, errkind.New(errkind.Value, "%d is not a valid PublishType", n)
-	}
-	return PublishType(n), nil
-}
-
-// EventType says which handler an event is for.
-type EventType int
-
-// Event types. EventUnknown is an alias of EventPortal (the same number), as in the reference.
-const (
-	EventPortal   EventType = 1
-	EventService  EventType = 2
-	EventPublish  EventType = 3
-	EventResource EventType = 4
-	EventUnknown            = EventPortal
-)
-
-func (e EventType) String() string {
-	switch e {
-	case EventPortal:
-		return "PORTAL"
-	case EventService:
-		return "SERVICE"
-	case EventPublish:
-		return "PUBLISH"
-	case EventResource:
-		return "RESOURCE"
-	}
-	return strconv.Itoa(int(e))
-}
-
-// ParseEventType validates an EventType number.
-func ParseEventType(n int) (EventType, error) {
-	if n < int(EventPortal) || n > int(EventResource) {
-		return 0, errkind.New(errkind.Value, "%d is not a valid EventType", n)
-	}
-	return EventType(n), nil
-}
 
 // Path is base_path/model_name.
 func (m ModelMeta) Path(base string) (string, error) {

@@ -25,7 +25,7 @@ func TestSerializeRoundTrip(t *testing.T) {
 			`{"address": "h:1", "shard_id": null, "replica_id": null, "memory": null, "cpu": 5.6, "network": 0.0, "work_load": 1e-07}`,
 			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializeResourceSpec(b) }},
 		{"publish meta order", PublishMeta{ShardID: ptr(1), ReplicaID: 2, ModelName: ptr("m"), TotalPublishNum: 1, PType: PublishUnload,
-			SubModels: []SubModel{{"ps_1", "/p/1"}, {"entry", "/e"}}},
+			SubModels: []SubModel{{Name: "ps_1", Path: "/p/1"}, {Name: "entry", Path: "/e"}}},
 			`{"shard_id": 1, "replica_id": 2, "model_name": "m", "num_ps": null, "total_publish_num": 1, "sub_models": {"ps_1": "/p/1", "entry": "/e"}, "ptype": 2, "is_spec": false}`,
 			func(b []byte) (interface{ Serialize() []byte }, error) { return DeserializePublishMeta(b) }},
 		{"replica meta", ReplicaMeta{Address: ptr("10.0.0.1:8500"), Stat: StateAvailable, ModelName: ptr("m"), ServerType: ptr("ps"), Task: 3, Replica: 1},

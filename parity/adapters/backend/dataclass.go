@@ -5,7 +5,7 @@ import (
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	bk "github.com/monolith-go/monolith/pkg/backend"
-	"github.com/monolith-go/monolith/pkg/datadef/pydataclass"
+	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 )
 
 // registerDataclasses adds the calls on backends.py's dataclasses with inputs of their own.

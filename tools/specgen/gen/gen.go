@@ -36,6 +36,11 @@ func Generate(root string, specs []*spec.Spec) (Files, error) {
 	out[OutDir+"/fieldspec/fieldspec.go"] = []byte(fieldspecSource)
 	var pkgs []string
 	pkgs = append(pkgs, OutDir+"/fieldspec")
+	runtimeDir, err := emitPydataclass(out)
+	if err != nil {
+		return nil, err
+	}
+	pkgs = append(pkgs, runtimeDir)
 	pyModules, err := pythonCaseModules(root)
 	if err != nil {
 		return nil, err
@@ -143,6 +148,13 @@ func renderPackage(all []*spec.Spec, s *spec.Spec, pkg string) (map[string][]byt
 			return nil, err
 		}
 		files["config.go"] = src
+	}
+	if len(s.Dataclasses) > 0 || len(s.Enums) > 0 {
+		src, err := renderDataclasses(s, pkg)
+		if err != nil {
+			return nil, err
+		}
+		files["dataclasses.go"] = src
 	}
 	if len(s.Flags) > 0 {
 		src, err := renderFlags(s, pkg)

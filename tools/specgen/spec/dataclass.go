@@ -209,6 +209,9 @@ func validateDCField(s *Spec, c *Dataclass, f *DataclassField) error {
 		if _, ok := s.LookupEnum(f.GoType); !ok {
 			return fmt.Errorf("go_type %q is no enum of this spec", f.GoType)
 		}
+		if f.IsNone() {
+			return fmt.Errorf("an int field of go_type %s has a default that is not None", f.GoType)
+		}
 	}
 	if f.IsNone() {
 		switch f.Type {
