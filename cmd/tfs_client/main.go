@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +40,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/instance"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
@@ -192,11 +195,57 @@ func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 	if err != nil {
 		return fmt.Errorf("%s %s at %s: %w", c.CmdType, model, addr, err)
 	}
+	if p, ok := resp.(*servingapis.PredictResponse); ok && c.PrintOutputs {
+		return printOutputs(stdout, p)
+	}
 	// print(response): the text format and print's newline.
 	if _, err := io.WriteString(stdout, pytext.Format(resp)+"\n"); err != nil {
 		return err
 	}
 	return failedStatus(resp)
+}
+
+// printOutputs writes each output tensor's values as "<name> <value>" lines (--print_outputs),
+// outputs by name, so a script can compare scores without decoding tensor_content.
+func printOutputs(w io.Writer, resp *servingapis.PredictResponse) error {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(resp.GetOutputs())) {
+		t := resp.GetOutputs()[name]
+		var vals []string
+		switch t.GetDtype() {
+		case tfframework.DataType_DT_FLOAT:
+			fs, err := tensors.Float32s(t)
+			if err != nil {
+				return fmt.Errorf("output %s: %w", name, err)
+			}
+			for _, f := range fs {
+				vals = append(vals, strconv.FormatFloat(float64(f), 'g', -1, 32))
+			}
+		case tfframework.DataType_DT_INT64:
+			is, err := tensors.Int64s(t)
+			if err != nil {
+				return fmt.Errorf("output %s: %w", name, err)
+			}
+			for _, i := range is {
+				vals = append(vals, strconv.FormatInt(i, 10))
+			}
+		case tfframework.DataType_DT_STRING:
+			ss, err := tensors.Strings(t)
+			if err != nil {
+				return fmt.Errorf("output %s: %w", name, err)
+			}
+			for _, s := range ss {
+				vals = append(vals, strconv.Quote(string(s)))
+			}
+		default:
+			return fmt.Errorf("output %s: --print_outputs prints DT_FLOAT, DT_INT64 and DT_STRING tensors, not %v", name, t.GetDtype())
+		}
+		for _, v := range vals {
+			b.WriteString(name + " " + v + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // failedStatus is an error when a model status answer reports a failed version (an error code

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/agentconf"
 	"github.com/monolith-go/monolith/pkg/instance"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 	"github.com/monolith-go/monolith/pkg/pytext"
 )
 
@@ -348,6 +351,43 @@ func TestTargetFromConf(t *testing.T) {
 			}
 			if model != tc.model || !slices.Equal(addrs, tc.addrs) {
 				t.Fatalf("got %s at %v, want %s at %v", model, addrs, tc.model, tc.addrs)
+			}
+		})
+	}
+}
+
+// TestPrintOutputs: get --print_outputs prints each output's values, one "<name> <value>" line
+// each, outputs in name order, floats decoded from tensor_content as from float_val; a dtype it
+// cannot print fails the command.
+func TestPrintOutputs(t *testing.T) {
+	content := make([]byte, 0, 12)
+	for _, f := range []float32{0.25, 1.0 / 3, -2} {
+		content = binary.LittleEndian.AppendUint32(content, math.Float32bits(f))
+	}
+	tests := []struct {
+		name     string
+		outputs  map[string]*tfframework.TensorProto
+		wantCode int
+		want     string
+	}{
+		{"tensor content, int64s and strings", map[string]*tfframework.TensorProto{
+			"scores": {Dtype: tfframework.DataType_DT_FLOAT, TensorShape: tensors.FromFloat32s(nil, 3).GetTensorShape(), TensorContent: content},
+			"ids":    tensors.FromInt64s([]int64{7, -1}, 2),
+			"a_tags": tensors.FromStrings([][]byte{[]byte("x y")}, 1),
+		}, 0, "a_tags \"x y\"\nids 7\nids -1\nscores 0.25\nscores 0.33333334\nscores -2\n"},
+		{"float_val", map[string]*tfframework.TensorProto{"scores": tensors.FromFloat32s([]float32{0.5, 1e-7}, 2)}, 0, "scores 0.5\nscores 1e-07\n"},
+		{"double", map[string]*tfframework.TensorProto{"p": {Dtype: tfframework.DataType_DT_DOUBLE, DoubleVal: []float64{1}}}, 1, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{predict: &servingapis.PredictResponse{Outputs: tc.outputs}}
+			addr := startRecorder(t, rec)
+			code, out, errOut := runCLI(t, noEnv, "--model_name=entry", "--target="+addr, "--seed=1", "--print_outputs")
+			if code != tc.wantCode || out != tc.want {
+				t.Errorf("exit %d, stdout %q (stderr %s); want %d, %q", code, out, errOut, tc.wantCode, tc.want)
+			}
+			if tc.wantCode != 0 && !strings.Contains(errOut, "--print_outputs prints DT_FLOAT, DT_INT64 and DT_STRING tensors, not DT_DOUBLE") {
+				t.Errorf("stderr %q", errOut)
 			}
 		})
 	}
