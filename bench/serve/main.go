@@ -8,8 +8,7 @@
 //     loop for --duration;
 //   - per batch size, the highest open-loop rate (--target_qps, latency counted from when each
 //     request was due) whose p99 stays at or under --p99_bound (10 ms) with no failed or unsent
-//     request: rates grow by --qps_factor from --start_qps until the bound is exceeded, then two
-//     bisection steps narrow it.
+//     request (searchQPS: rates grow by --qps_factor from --start_qps, then two bisection steps).
 //
 // It prints a table, with the machine's CPUs and load average (the figures depend on them), and
 // with --json writes the figures. Without --export_base it trains cmd/train's demo for
@@ -464,49 +463,58 @@ func failed(s summary) uint64 {
 }
 
 // searchQPS finds the highest open-loop rate whose p99 stays within the bound with no failed or
-// unsent request: rates from --start_qps times --qps_factor until one is over the bound, then two
-// bisection steps between the last rate within it and the first over it. run profiles one rate.
+// unsent request, achieving 90% of it at least. Rates grow from --start_qps by --qps_factor until the server saturates (a failed
+// or unsent request, or under 90% of the rate achieved) or 3 rates in a row are over the bound (on
+// a loaded machine a low rate can be over it and a higher one within: processes that sleep between
+// requests wake late); then two bisection steps between the highest rate within the bound and the
+// next one up, when that one was over. run profiles one rate.
 func searchQPS(ctx context.Context, f benchservespec.BenchServeFlags, size int, run func(context.Context, float64) (summary, error)) (searchResult, error) {
 	r := searchResult{BatchSize: size}
 	bound := ms(f.P99Bound)
-	try := func(qps float64) (bool, error) {
+	// try profiles qps: whether it is within the bound, and whether the server kept up.
+	try := func(qps float64) (within, kept bool, err error) {
 		s, err := run(ctx, qps)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
-		ok := s.LatencyMS.P99 <= bound && failed(s) == 0 && s.Unsent == 0 && s.OK > 0
+		kept = failed(s) == 0 && s.Unsent == 0 && s.QPS >= 0.9*qps
+		within = kept && s.LatencyMS.P99 <= bound && s.OK > 0
 		r.Steps = append(r.Steps, qpsStep{TargetQPS: qps, QPS: s.QPS, P50MS: s.LatencyMS.P50, P99MS: s.LatencyMS.P99,
-			Failed: failed(s), Unsent: s.Unsent, Within: ok})
-		if ok && s.QPS > r.QPS {
+			Failed: failed(s), Unsent: s.Unsent, Within: within})
+		if within && s.QPS > r.QPS {
 			r.QPS, r.P99MS = s.QPS, s.LatencyMS.P99
 		}
-		return ok, nil
+		return within, kept, nil
 	}
-	good, bad := 0.0, 0.0
-	for qps := f.StartQPS; ; qps *= f.QPSFactor {
-		ok, err := try(qps)
+	good, bad := 0.0, 0.0 // the highest rate within the bound, and the rate after it when over
+	over := 0
+	for qps := f.StartQPS; over < 3 && qps < 1e6; qps *= f.QPSFactor {
+		within, kept, err := try(qps)
 		if err != nil {
 			return r, err
 		}
-		if !ok {
-			bad = qps
-			break
+		if within {
+			good, bad, over = qps, 0, 0
+		} else {
+			if good > 0 && bad == 0 {
+				bad = qps
+			}
+			over++
 		}
-		good = qps
-		if qps > 1e6 {
+		if !kept {
 			break
 		}
 	}
 	for range 2 {
-		if bad == 0 {
+		if good == 0 || bad == 0 {
 			break
 		}
 		mid := (good + bad) / 2
-		ok, err := try(mid)
+		within, _, err := try(mid)
 		if err != nil {
 			return r, err
 		}
-		if ok {
+		if within {
 			good = mid
 		} else {
 			bad = mid

@@ -25,7 +25,19 @@ func TestSearchQPS(t *testing.T) {
 		wantSteps []float64
 		wantQPS   float64
 	}{
-		{"grows, then bisects", linear, []float64{50, 100, 200, 400, 800, 1600, 1200, 1000}, 1000},
+		{"grows, then bisects", linear, []float64{50, 100, 200, 400, 800, 1600, 3200, 6400, 1200, 1000}, 1000},
+		{"over at a low rate, within at higher ones", func(qps float64) summary {
+			s := linear(qps)
+			if qps == 100 {
+				s.LatencyMS.P99 = 30 // a late wakeup
+			}
+			return s
+		}, []float64{50, 100, 200, 400, 800, 1600, 3200, 6400, 1200, 1000}, 1000},
+		{"saturated: achieves under 90% of the rate", func(qps float64) summary {
+			s := linear(qps)
+			s.QPS = min(qps, 500)
+			return s
+		}, []float64{50, 100, 200, 400, 800, 600, 500}, 500},
 		{"failures are over the bound", func(qps float64) summary {
 			s := linear(qps)
 			if qps > 150 {
@@ -44,7 +56,7 @@ func TestSearchQPS(t *testing.T) {
 			s := linear(qps)
 			s.LatencyMS.P99 = 50
 			return s
-		}, []float64{50, 25, 12.5}, 0},
+		}, []float64{50, 100, 200}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,8 +14,8 @@ type BenchServeFlags struct {
 	BatchSizes   string        `name:"batch_sizes" help:"Examples per Predict request, a comma list: each is measured. (default: ${default})" default:"1,256"`
 	Duration     time.Duration `name:"duration" help:"Length of each closed-loop latency run. (default: ${default})" default:"5s"`
 	StepDuration time.Duration `name:"step_duration" help:"Length of each open-loop step of the QPS search. (default: ${default})" default:"3s"`
-	P99Bound     time.Duration `name:"p99_bound" help:"The QPS search looks for the highest open-loop rate whose p99 latency (from when requests were due) stays at or under this, with no failed or unsent request. (default: ${default})" default:"10ms"`
-	StartQPS     float64       `name:"start_qps" help:"First rate of the QPS search; each next step multiplies it by --qps_factor until the bound is exceeded, then 2 bisection steps narrow it. (default: ${default})" default:"50"`
+	P99Bound     time.Duration `name:"p99_bound" help:"The QPS search looks for the highest open-loop rate whose p99 latency (from when requests were due) stays at or under this, with no failed or unsent request and 90% of the rate achieved. (default: ${default})" default:"10ms"`
+	StartQPS     float64       `name:"start_qps" help:"First rate of the QPS search; each next step multiplies it by --qps_factor until the server saturates (a failed or unsent request, or under 90% of the rate achieved) or 3 steps in a row exceed the bound, then 2 bisection steps narrow it above the highest rate within it. (default: ${default})" default:"50"`
 	QPSFactor    float64       `name:"qps_factor" help:"Growth of the rate between steps of the QPS search (> 1). (default: ${default})" default:"1.6"`
 	MaxInFlight  int           `name:"max_in_flight" help:"Requests in flight at most in the open-loop steps (tfs_client --parallel_num). (default: ${default})" default:"64"`
 	JSON         string        `name:"json" help:"Also write the figures as JSON to this file." default:"" placeholder:"PATH"`
