@@ -144,8 +144,13 @@ func TestTargetFailures(t *testing.T) {
 			if tc.alone {
 				targets = StaticTargets{badAddr}
 			}
+			// A try is bounded (the hung target's end) but long enough for a loaded machine.
+			timeout := 10 * time.Second
+			if bad != nil && bad.hang != nil {
+				timeout = 2 * time.Second
+			}
 			p := newPusher(t, Config{Source: src, Targets: targets, MaxIDsPerRequest: 10, Retries: tc.retries,
-				Timeout: 300 * time.Millisecond, Backoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
+				Timeout: timeout, Backoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
 			src.add(t, "a", ids(0, 30), 1) // 3 requests
 			want := src.embeddings(t, "a", ids(0, 30))
 			res, err := p.PushOnce(ctx)

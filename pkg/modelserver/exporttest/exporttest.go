@@ -39,10 +39,12 @@ const Dim = 4
 
 // Job is a dnn model training on parameter servers of this process.
 type Job struct {
-	t        testing.TB
-	Gen      *synth.Generator
-	Spec     export.ModelSpec
-	Model    *dnn.Model
+	t     testing.TB
+	Gen   *synth.Generator
+	Spec  export.ModelSpec
+	Model *dnn.Model
+	// PS are the parameter servers, by index (parameter sync's sources).
+	PS       []*ps.Server
 	router   *ps.Router
 	modelDir string
 	cp       *ckptdir.Checkpointer
@@ -85,6 +87,7 @@ func NewJob(t testing.TB, numPS int, hidden []int) *Job {
 			r.Stop(ctx)
 		})
 		addrs = append(addrs, r.Addr())
+		j.PS = append(j.PS, r.Server)
 	}
 	if j.router, err = ps.NewRouter(ps.RouterConfig{Addrs: addrs, CallTimeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -175,6 +178,11 @@ func (j *Job) Predict(ctx context.Context, examples []*examplepb.Example) []floa
 	}
 	return p
 }
+
+// Store is the trainer's embeddings as a model's embedding store (a model of the exported dense
+// part over them predicts what a served model whose PS sub-graphs are in sync with the trainer
+// predicts).
+func (j *Job) Store() dnn.EmbeddingStore { return ps.RouterStore{Router: j.router} }
 
 // Lookup is the trainer's embeddings of ids in table (zeros for ids without an entry).
 func (j *Job) Lookup(ctx context.Context, table string, ids []int64) []float32 {
