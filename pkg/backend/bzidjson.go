@@ -2,6 +2,7 @@ package backend
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -16,6 +17,9 @@ import (
 // ZooKeeper's child order in the reference, which a real server does not define) are sorted, as are
 // containers within a cluster. Strings are escaped as json.dumps does (ASCII only), so
 // json.Indent(out, "", "  ") gives exactly what the reference's json.dumps(info, indent=2) prints.
+// countKeys are the keys bzid_info writes next to a model's sub-graphs.
+var countKeys = []string{"sub_graphs_total", "sub_graphs_available"}
+
 func (info BzidInfo) MarshalJSON() ([]byte, error) {
 	var w jsonWriter
 	w.open('{')
@@ -24,6 +28,12 @@ func (info BzidInfo) MarshalJSON() ([]byte, error) {
 	for _, name := range slices.Sorted(maps.Keys(info.Models)) {
 		m := info.Models[name]
 		w.key(name)
+		for _, k := range countKeys {
+			if _, clash := m.SubGraphs[k]; clash {
+				// The reference fails too (a TypeError adding to the dict it finds there).
+				return nil, fmt.Errorf("bzid_info: model %q: a sub-graph named %q clashes with the count bzid_info writes under that key", name, k)
+			}
+		}
 		keys := slices.Collect(maps.Keys(m.SubGraphs)) // sorted below, with the counts
 		if m.SubGraphsTotal != nil {
 			keys = append(keys, "sub_graphs_total")

@@ -120,9 +120,8 @@ func FuzzNodeNames(f *testing.F) {
 	})
 }
 
-// reservedModelKeys are the keys bzid_info puts next to a model's sub-graphs. A sub-graph of one
-// of these names makes MarshalJSON write a key twice (and the reference fail with a TypeError);
-// FuzzBzidInfoJSON leaves them out until that is decided (see the fuzz report of issue 22).
+// reservedModelKeys are the keys bzid_info puts next to a model's sub-graphs: a sub-graph of one
+// of these names is an error (the reference fails with a TypeError).
 var reservedModelKeys = map[string]bool{"sub_graphs_total": true, "sub_graphs_available": true}
 
 // FuzzBzidInfoJSON: the bzid_info JSON is valid, ASCII-only JSON with no key written twice, holds
@@ -131,14 +130,12 @@ func FuzzBzidInfoJSON(f *testing.F) {
 	f.Add("m", "m2", "entry", `{"model_base_path": "/x"}`, "psm;idc;c", "c1", `{"grpc": "g"}`, "/bz/layouts/l", 2, 1, uint8(0xff))
 	f.Add("", "\u00e9", "ps_0", "", "", "", "", "", 0, 0, uint8(0))
 	f.Add("m", "m", "sg", "\x00\"\\", "a", "b", "\U0001F600", "l", -1, 5, uint8(0x5a))
+	f.Add("m", "m2", "sub_graphs_total", "", "psm;idc;c", "c1", "", "l", 2, 1, uint8(0x05)) // fuzzing found it
 	f.Fuzz(func(t *testing.T, m1, m2, sg, cfg, cluster, id, svc, layout string, total, avail int, flags uint8) {
 		for _, s := range []string{m1, m2, sg, cfg, cluster, id, svc, layout} {
 			if !utf8.ValidString(s) { // ZooKeeper node names and the stored JSON are text
 				return
 			}
-		}
-		if reservedModelKeys[sg] {
-			return
 		}
 		info := BzidInfo{Models: map[string]ModelInfo{}, Containers: map[string]map[string]ContainerInfo{}, Layouts: map[string][]string{}}
 		sub := SubGraphInfo{}
@@ -172,6 +169,12 @@ func FuzzBzidInfoJSON(f *testing.F) {
 			info.Layouts[layout] = []string{}
 		}
 		out, err := json.Marshal(info)
+		if reservedModelKeys[sg] {
+			if err == nil {
+				t.Fatalf("sub-graph %q: no error, JSON %s", sg, out)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
