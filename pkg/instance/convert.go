@@ -84,6 +84,9 @@ func RandomInstance(rng *rand.Rand, slots, vocabSizes []int) (*parserpb.Instance
 	return inst, nil
 }
 
+// maxUnbackedBatch bounds the batch_size of an ExampleBatch with only shared feature lists.
+const maxUnbackedBatch = 1 << 16
+
 // ExampleBatchToInstances is tfs_client.get_example_batch_to_instance without the file reading:
 // one Instance per example of eb. For each feature list (in order), the example's feature (the
 // first one of a SHARED list) becomes:
@@ -101,6 +104,15 @@ func ExampleBatchToInstances(eb *examplepb.ExampleBatch) ([]*parserpb.Instance, 
 		return nil, errkind.New(errkind.Value, "example batch: batch_size %d is negative", n)
 	}
 	lists := eb.GetNamedFeatureList()
+	backed := false // a per-example list holds batch_size features
+	for _, l := range lists {
+		backed = backed || l.GetType() != examplepb.FeatureListType_SHARED
+	}
+	if !backed && n > maxUnbackedBatch {
+		// Each example would be a copy of the shared features: a few bytes of input could ask for
+		// billions of instances (found by fuzzing; the reference would try to build them).
+		return nil, errkind.New(errkind.Value, "example batch: batch_size %d is backed by no per-example feature list (at most %d without one)", n, maxUnbackedBatch)
+	}
 	for _, l := range lists {
 		have := len(l.GetFeature())
 		need := n

@@ -116,6 +116,10 @@ func TestExampleBatchToInstancesErrors(t *testing.T) {
 			{Name: LineIDFeature, Feature: []*examplepb.Feature{bytesF([]byte{0xff, 0xff})}}}}, `example 0: feature list "__LINE_ID__": parse line id`},
 		{"negative batch size", &examplepb.ExampleBatch{BatchSize: -1}, "batch_size -1 is negative"},
 		{"empty batch", &examplepb.ExampleBatch{}, ""},
+		{"huge batch of shared lists", &examplepb.ExampleBatch{BatchSize: 1 << 30, NamedFeatureList: []*examplepb.NamedFeatureList{
+			{Name: "f_a", Type: examplepb.FeatureListType_SHARED, Feature: []*examplepb.Feature{fids(1)}}}}, "batch_size 1073741824 is backed by no per-example feature list (at most 65536 without one)"},
+		{"huge batch without lists", &examplepb.ExampleBatch{BatchSize: 1<<16 + 1}, "batch_size 65537 is backed by no per-example feature list"},
+		{"largest unbacked batch", &examplepb.ExampleBatch{BatchSize: 1 << 16}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ExampleBatchToInstances(tc.eb)
