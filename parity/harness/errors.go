@@ -28,6 +28,8 @@ var pyKinds = map[string]errkind.Kind{
 	// be carried out in the current state (errkind has no "exists" kind, and the value is not wrong).
 	"NodeExistsError": errkind.Runtime,
 	"Exception":       errkind.Generic,
+	// ZeroDivisionError: arithmetic on a bad input value (a zero divisor, e.g. an MPI local size of 0).
+	"ZeroDivisionError": errkind.Value,
 	// The C++ references' std::invalid_argument (the hash table optimizers' factory): a bad value.
 	"std::invalid_argument": errkind.Value,
 }
