@@ -471,11 +471,12 @@ func failed(s summary) uint64 {
 }
 
 // searchQPS finds the highest open-loop rate whose p99 stays within the bound with no failed or
-// unsent request, achieving 90% of it at least. Rates grow from --start_qps by --qps_factor until the server saturates (a failed
-// or unsent request, or under 90% of the rate achieved) or 3 rates in a row are over the bound (on
-// a loaded machine a low rate can be over it and a higher one within: processes that sleep between
-// requests wake late); then two bisection steps between the highest rate within the bound and the
-// next one up, when that one was over. run profiles one rate.
+// unsent request, achieving 90% of it at least. Rates grow from --start_qps by --qps_factor until
+// the server saturates (a failed or unsent request, or under 90% of the rate achieved), whatever
+// their p99: on a loaded machine a low rate can be over the bound and a higher one within it
+// (processes that sleep between requests wake late, busy ones do not). Then two bisection steps
+// between the highest rate within the bound and the next one up, when that one was over. run
+// profiles one rate.
 func searchQPS(ctx context.Context, f benchservespec.BenchServeFlags, size int, run func(context.Context, float64) (summary, error)) (searchResult, error) {
 	r := searchResult{BatchSize: size}
 	bound := ms(f.P99Bound)
@@ -495,19 +496,15 @@ func searchQPS(ctx context.Context, f benchservespec.BenchServeFlags, size int, 
 		return within, kept, nil
 	}
 	good, bad := 0.0, 0.0 // the highest rate within the bound, and the rate after it when over
-	over := 0
-	for qps := f.StartQPS; over < 3 && qps < 1e6; qps *= f.QPSFactor {
+	for qps := f.StartQPS; qps < 1e6; qps *= f.QPSFactor {
 		within, kept, err := try(qps)
 		if err != nil {
 			return r, err
 		}
 		if within {
-			good, bad, over = qps, 0, 0
-		} else {
-			if good > 0 && bad == 0 {
-				bad = qps
-			}
-			over++
+			good, bad = qps, 0
+		} else if good > 0 && bad == 0 {
+			bad = qps
 		}
 		if !kept {
 			break
