@@ -100,3 +100,44 @@ func TestParseSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchQPSRepeats: with --repeats 3 one stalled run of a rate does not decide it (the median
+// does), two do.
+func TestSearchQPSRepeats(t *testing.T) {
+	flags := benchservespec.BenchServeFlags{StartQPS: 50, QPSFactor: 2, P99Bound: 10 * time.Millisecond, Repeats: 3}
+	for _, tc := range []struct {
+		name    string
+		stalls  int // runs of each rate stalled (p99 100 ms)
+		wantQPS float64
+	}{
+		{"one stall of three", 1, 1000},
+		{"two stalls of three", 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := map[float64]int{}
+			r, err := searchQPS(context.Background(), flags, 1, func(_ context.Context, qps float64) (summary, error) {
+				calls[qps]++
+				s := summary{OK: 100, QPS: min(qps, 2000)}
+				s.LatencyMS.P99 = qps / 100
+				if calls[qps] <= tc.stalls {
+					s.LatencyMS.P99 = 100
+				}
+				return s, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.QPS != tc.wantQPS {
+				t.Errorf("answer %v, want %v (steps %+v)", r.QPS, tc.wantQPS, r.Steps)
+			}
+			for q, n := range calls {
+				if n != 3 {
+					t.Errorf("rate %v run %d times, want 3", q, n)
+				}
+			}
+			if st := r.Steps[0]; st.P99MinMS != 0.5 || st.P99MaxMS != 100 {
+				t.Errorf("first step's p99 range %v-%v, want 0.5-100", st.P99MinMS, st.P99MaxMS)
+			}
+		})
+	}
+}

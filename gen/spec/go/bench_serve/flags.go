@@ -17,6 +17,7 @@ type BenchServeFlags struct {
 	P99Bound     time.Duration `name:"p99_bound" help:"The QPS search looks for the highest open-loop rate whose p99 latency (from when requests were due) stays at or under this, with no failed or unsent request and 90% of the rate achieved. (default: ${default})" default:"10ms"`
 	StartQPS     float64       `name:"start_qps" help:"First rate of the QPS search (0: a 16th of the batch size's closed-loop QPS); each next step multiplies it by --qps_factor until the server saturates (a failed or unsent request, or under 90% of the rate achieved), whatever their p99, then 2 bisection steps narrow it above the highest rate within the bound. (default: ${default})" default:"0"`
 	QPSFactor    float64       `name:"qps_factor" help:"Growth of the rate between steps of the QPS search (> 1). (default: ${default})" default:"1.6"`
+	Repeats      int           `name:"repeats" help:"Runs of each rate of the QPS search; the run of median p99 stands for the rate (a shared machine's scheduling stalls make single runs noisy). (default: ${default})" default:"3"`
 	MaxInFlight  int           `name:"max_in_flight" help:"Requests in flight at most in the open-loop steps (tfs_client --parallel_num). (default: ${default})" default:"64"`
 	JSON         string        `name:"json" help:"Also write the figures as JSON to this file." default:"" placeholder:"PATH"`
 }
