@@ -9,6 +9,11 @@
 // runner_utils' get_discovery), waits until the discovery answers with it, and deregisters when it
 // stops. The status endpoint (--status_addr) serves /metrics, /healthz and /debug/pprof/.
 //
+// With --sync_model_name it runs real-time parameter sync (pkg/paramsync): every --sync_interval
+// it pushes the embeddings its tables updated since the last push to the serving replicas of
+// <sync_model_name>:ps_<index>, from --sync_targets or the HeartBeat of the agent at
+// --sync_agent_addr, and once more when it stops.
+//
 // Exit status: 0 after a stop by SIGTERM or SIGINT (the calls in flight get --grace_period to
 // finish), 2 for a bad command line or table config, 1 for a failure at run time (the port taken,
 // the discovery unreachable).
@@ -32,7 +37,8 @@ import (
 const name = "ps"
 
 const description = "Run a parameter server: embedding tables served over gRPC (Lookup, ApplyGradients, Save, Restore, " +
-	"Stats, Barrier, Health), registered with the job's service discovery, until SIGTERM."
+	"Stats, Barrier, Health), registered with the job's service discovery, pushing its updates to the serving replicas " +
+	"of its shard with --sync_model_name, until SIGTERM."
 
 // cmdFlags is the command line: the RunnerConfig's flags and the command's own, both from specs.
 type cmdFlags struct {

@@ -144,6 +144,11 @@ func TestCommandLine(t *testing.T) {
 		{name: "bad table", args: []string{"--table_config=" + writeFile(t, "zero.txt", `tables { name: "t" config { entry_config { segments { dim_size: 0 } } } }`)}, code: 2,
 			stderr: `table "t": embedding table config: segment 0: dim_size 0`},
 		{name: "bad table name", args: []string{"--table_config=" + writeFile(t, "name.txt", `tables { name: "a/b" }`)}, code: 2, stderr: `table "a/b": a name is`},
+		{name: "sync without model", args: []string{"--sync_targets=127.0.0.1:1"}, code: 2, stderr: "ps: --sync_targets or --sync_agent_addr without --sync_model_name"},
+		{name: "sync without targets", args: []string{"--sync_model_name=demo"}, code: 2, stderr: "ps: --sync_model_name demo without --sync_targets or --sync_agent_addr"},
+		{name: "sync targets and agent", args: []string{"--sync_model_name=demo", "--sync_targets=127.0.0.1:1", "--sync_agent_addr=127.0.0.1:2"}, code: 2, stderr: "give one source of the serving replicas"},
+		{name: "bad sync target", args: []string{"--sync_model_name=demo", "--sync_targets=127.0.0.1:1,nope"}, code: 2, stderr: `ps: --sync_targets: "nope" is not host:port`},
+		{name: "zero sync interval", args: []string{"--sync_model_name=demo", "--sync_targets=127.0.0.1:1", "--sync_interval=0s"}, code: 2, stderr: "--sync_interval 0s and --sync_timeout 3s must be positive"},
 		{name: "zk without server", args: []string{"--table_config=" + good, "--discovery_type=zk"}, code: 2,
 			stderr: "ps: --discovery_type zk needs --zk_server and --deep_insight_name"},
 	}

@@ -68,6 +68,7 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 			Index: index, NumPS: numPS, Tables: tables,
 			MaxIDsPerRequest: f.MaxIdsPerRequest, MaxMessageBytes: f.MaxMessageBytes, MemLimit: int64(f.MemLimit),
 			EvictEvery: f.EvictEvery, Metrics: metrics, Logger: log,
+			TrackTouched: f.SyncModelName != "",
 		})
 		if err != nil {
 			return cli.Usage(fmt.Errorf("--table_config %s: %w", f.TableConfig, err))
@@ -87,6 +88,14 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 			srv.Close()
 			return fmt.Errorf("listen on %s: %w", listen, err)
 		}
+		// Parameter sync stops after the server (deferred before it): its last push takes the
+		// updates of the calls the grace period let finish.
+		var stopSync func()
+		defer func() {
+			if stopSync != nil {
+				stopSync()
+			}
+		}()
 		running := srv.Serve(lis)
 		defer stopServer(running, f.GracePeriod, log)
 		addr := fixed
@@ -115,6 +124,11 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 				return err
 			}
 			defer deregister(ctx, disc, index, addr, log)
+		}
+		if f.SyncModelName != "" {
+			if stopSync, err = startSync(ctx, f, srv, index, metrics, stdout, log); err != nil {
+				return err
+			}
 		}
 		if d.ready != nil {
 			d.ready(addr)
@@ -153,6 +167,17 @@ func checkFlags(f cputrainingspec.PSFlags) error {
 		return fmt.Errorf("--discovery_timeout %v is not positive", f.DiscoveryTimeout)
 	case f.GracePeriod < 0:
 		return fmt.Errorf("--grace_period %v is negative", f.GracePeriod)
+	case f.SyncModelName == "" && (f.SyncTargets != "" || f.SyncAgentAddr != ""):
+		return fmt.Errorf("--sync_targets or --sync_agent_addr without --sync_model_name: parameter sync needs the served model's name")
+	case f.SyncModelName != "" && f.SyncTargets == "" && f.SyncAgentAddr == "":
+		return fmt.Errorf("--sync_model_name %s without --sync_targets or --sync_agent_addr: parameter sync needs the serving replicas", f.SyncModelName)
+	case f.SyncTargets != "" && f.SyncAgentAddr != "":
+		return fmt.Errorf("--sync_targets and --sync_agent_addr: give one source of the serving replicas")
+	case f.SyncModelName != "" && (f.SyncInterval <= 0 || f.SyncTimeout <= 0):
+		return fmt.Errorf("--sync_interval %v and --sync_timeout %v must be positive", f.SyncInterval, f.SyncTimeout)
+	}
+	if _, err := syncTargets(f.SyncTargets); err != nil {
+		return err
 	}
 	return nil
 }

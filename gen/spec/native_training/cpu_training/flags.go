@@ -38,7 +38,7 @@ type TrainFlags struct {
 	LogLevel              string        `name:"log_level" help:"Least level of the log on stderr (progress is logged at info). (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
 
-// PSFlags: cmd/ps's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags: --index, --num_ps, the discovery): the parameter server's listener, tables, limits and status endpoint
+// PSFlags: cmd/ps's own flags, besides RunnerConfig's (runner_utils.yaml RunnerFlags: --index, --num_ps, the discovery): the parameter server's listener, tables, limits, status endpoint and real-time parameter sync
 type PSFlags struct {
 	Port             int           `name:"port" help:"Port of the parameter server's gRPC service (0: a free one, printed; with a discovery that fixes this process's address, as primus and mlp do, its port). (default: ${default})" default:"0"`
 	Host             string        `name:"host" help:"Host to listen on and to register with the service discovery. Empty: listen on every interface and register the machine's address (net_utils.get_local_ip). (default: ${default})" default:"127.0.0.1"`
@@ -50,5 +50,10 @@ type PSFlags struct {
 	StatusAddr       string        `name:"status_addr" help:"Listen address of the status endpoint: /metrics (Prometheus), /healthz, /debug/pprof/. Empty: none. (default: ${default})" default:"127.0.0.1:0"`
 	DiscoveryTimeout time.Duration `name:"discovery_timeout" help:"How long to wait for this server's registration to show in the service discovery's answers. (default: ${default})" default:"1m"`
 	GracePeriod      time.Duration `name:"grace_period" help:"At a stop (SIGTERM, SIGINT), how long the calls in flight may finish before they are cancelled. (default: ${default})" default:"10s"`
+	SyncModelName    string        `name:"sync_model_name" help:"Real-time parameter sync (the reference's _join_ps sync job): the served model's name; every --sync_interval this server pushes the embeddings its tables updated since the last push to the serving replicas of the sub-graph <name>:ps_<index> (hashtable_assign). Empty: no sync. Needs --sync_targets or --sync_agent_addr." default:""`
+	SyncTargets      string        `name:"sync_targets" help:"Parameter sync: the serving replicas of this server's shard, a comma list of host:port (their model servers' gRPC addresses). Empty: those the agent at --sync_agent_addr lists." default:""`
+	SyncAgentAddr    string        `name:"sync_agent_addr" help:"Parameter sync: host:port of an AgentService of the serving deployment, whose HeartBeat lists the replicas of <sync_model_name>:ps_<index> (agent v3 answers HeartBeat, not GetReplicas); asked every --sync_interval and sooner after a failed push." default:""`
+	SyncInterval     time.Duration `name:"sync_interval" help:"Parameter sync: the period of the pushes (the reference's: 10s). (default: ${default})" default:"5s"`
+	SyncTimeout      time.Duration `name:"sync_timeout" help:"Parameter sync: the deadline of one try of one push request (up to 3 tries on UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED or ABORTED; a target still unavailable is skipped until the next push). (default: ${default})" default:"3s"`
 	LogLevel         string        `name:"log_level" help:"Least level of the log on stderr. (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
