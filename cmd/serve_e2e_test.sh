@@ -129,6 +129,11 @@ done
 paste want.txt got.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6) { bad++; print "example " NR ": export " $1 ", served " $2 } }
   END { exit bad > 0 }' || fail "the served scores differ from the export's by more than 1e-6"
 step "Predict: 64 scores equal to the export's within 1e-6 (first: $(head -n 1 got.txt))"
+# Every address the entry's agent knows (bindings, service info, ZooKeeper) is on loopback.
+status=$( (exec 3<>"/dev/tcp/${entry_status%:*}/${entry_status#*:}" && printf 'GET /status HTTP/1.0\r\n\r\n' >&3 && timeout 5 cat <&3) 2>/dev/null || true)
+tr -d ' \n' <<<"$status" | grep -q '"ps_1":\["127\.0\.0\.1:[0-9]*"\]' || fail "the entry's agent does not bind ps_1 on 127.0.0.1: $status"
+addrs=$(grep -Eo '[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+:[0-9]+' <<<"$status" | sort -u)
+if grep -v '^127\.0\.0\.1:' <<<"$addrs"; then fail "the entry's agent knows addresses off loopback: $addrs"; fi
 
 # 7. Load: tfs_client's profile against the entry, with random batches of the model's features.
 "$tfs_client" --cmd_type=profile --model_name=ctr:entry --target=127.0.0.1:$ENTRY_GRPC --input_type=example_batch \
