@@ -3,6 +3,7 @@ package paramsync
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,8 +26,9 @@ import (
 // BenchmarkSyncThroughput: ids/s of pushes of 100k touched ids (take, convert, gRPC, assign on the
 // serving side) to 1 and 2 targets, and ids/s of the serving side's assign alone.
 // BenchmarkSyncDelay: the time from an update on the training PS's table to its visibility in a
-// Predict lookup of the serving PS: with a push started at once, and with Run at a 100 ms interval
-// (where the wait for the next push, half an interval on average, adds to it).
+// Predict lookup of the serving PS, each update along with 10k others: with a push started at once,
+// and with Run at a 100 ms interval, the update at a random moment of the period (the wait for the
+// next push, half an interval on average, adds to the push).
 
 // servingShard serves an empty PS shard (tables of dim, one shard of one) from a model server of
 // this process, as "bench:ps_0"; it returns the server's address and the servable.
@@ -151,6 +153,10 @@ func BenchmarkSyncDelay(b *testing.B) {
 			b.ResetTimer()
 			for n := 0; n < b.N; n++ {
 				id := int64(n)
+				if interval > 0 {
+					// Updates come at any moment of the push period, not just after a push.
+					time.Sleep(rand.N(interval))
+				}
 				src.add(b, "t", others, 1)
 				src.add(b, "t", []int64{id}, float32(n+1))
 				start := time.Now()
