@@ -143,12 +143,14 @@ grep -Eq '^\[Profile\] Count: [1-9][0-9]*, ' profile.out || fail "profile: no [P
 grep -q '^requests: [0-9]* sent, [0-9]* ok, 0 failed$' profile.out || fail "profile: failed requests"
 step "profile: $(grep '^\[Profile\]' profile.out)"
 
-# 8. HOOK(paramsync): training continues with parameter sync on, and predictions follow. Once the
-#    trainer's PS push to serving PS replicas (issue 25, "Real-time parameter sync"), add here:
-#    start cmd/train again with --model_dir="$work/model" (restoring step $version) and sync on,
-#    targets found through the agents (bzid e2e, model ctr); train on a shifted distribution; poll
-#    the Predict of batch.pbtxt until its scores move toward cmd/predict's of a fresh export, and
-#    after training pauses and one push completes, equal them within 1e-6.
+# 8. HOOK(paramsync): training continues with parameter sync on, and predictions follow (issue 25,
+#    "Real-time parameter sync"; not done here). To add: restart the parameter servers with
+#    --sync_model_name=ctr --sync_agent_addr=127.0.0.1:<an agent's agent_port> (cmd/ps, whose pushes
+#    go to the ctr:ps_i replicas the HeartBeat lists) and a short --sync_interval, run cmd/train
+#    again with --model_dir="$work/model" (it restores step $version) on a shifted distribution,
+#    and poll the Predict of batch.pbtxt until its scores move toward those of cmd/predict on a
+#    fresh export of the new checkpoint, then, after training ends and one push has completed,
+#    equal them within 1e-6.
 
 # 9. SIGTERM stops both agents cleanly, and their model servers with them.
 for c in entry ps; do
