@@ -14,6 +14,12 @@
 // (batch.Schema.Append), each example taking feature i of each list (feature 0 of a SHARED one).
 // stdout gets one score a line, in the examples' order.
 //
+// With --training_ps the tables are those of a job's training parameter servers (cmd/ps, looked up
+// over gRPC, ids routed as the trainer routes them) instead of the export's PS sub-graphs: the
+// export's dense part over the trainer's current embeddings, which is what a served model answers
+// once parameter sync (cmd/ps --sync_model_name) has pushed the trainer's updates to its PS
+// replicas (the dense part changes only with the next export).
+//
 // Exit status: 0 after scoring, 2 for a bad command line or bad input (a missing or corrupt
 // export, an ExampleBatch without the model's features), 1 for a failure at run time.
 package main
@@ -26,11 +32,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,7 +51,9 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/instance"
+	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 )
 
 const name = "predict"
@@ -86,14 +96,30 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 		return cli.Usage(errors.New("--input_file and --random: give one"))
 	case f.ExportVersion < 0:
 		return cli.Usage(fmt.Errorf("--export_version %d is negative", f.ExportVersion))
+	case f.TrainingPSTimeout <= 0:
+		return cli.Usage(fmt.Errorf("--training_ps_timeout %v is not positive", f.TrainingPSTimeout))
+	}
+	trainingPS, err := parseAddrs(f.TrainingPS)
+	if err != nil {
+		return cli.Usage(err)
 	}
 	start := time.Now()
-	m, err := load(ctx, f.ExportBase, int64(f.ExportVersion))
+	m, err := load(ctx, f.ExportBase, int64(f.ExportVersion), len(trainingPS) == 0)
 	if err != nil {
 		return classify(err)
 	}
 	log.Info("export loaded", "entry", m.entry.Dir, "model", m.entry.Manifest.ModelName, "global_step", m.entry.Manifest.GlobalStep,
 		"num_ps", m.entry.Manifest.NumPS, "seconds", time.Since(start).Seconds())
+	var store dnn.EmbeddingStore = shardStore{m.shards}
+	if len(trainingPS) > 0 {
+		r, err := ps.NewRouter(ps.RouterConfig{Addrs: trainingPS, CallTimeout: f.TrainingPSTimeout})
+		if err != nil {
+			return fmt.Errorf("--training_ps: %w", err)
+		}
+		defer r.Close()
+		store = ps.RouterStore{Router: r}
+		log.Info("embeddings from the training parameter servers", "training_ps", trainingPS)
+	}
 	var eb *examplepb.ExampleBatch
 	if f.InputFile != "" {
 		format, err := instance.ParseFormat(f.FileType)
@@ -126,7 +152,7 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 	if err != nil {
 		return cli.Usage(err)
 	}
-	scores, err := m.predict(ctx, b)
+	scores, err := m.predict(ctx, store, b)
 	if err != nil {
 		return err
 	}
@@ -154,8 +180,25 @@ type model struct {
 	shards []*export.PSShard
 }
 
-// load reads the entry of version (0: the newest) under base and its PS shards of the same version.
-func load(ctx context.Context, base string, version int64) (*model, error) {
+// parseAddrs reads --training_ps, a comma list of host:port (none when empty).
+func parseAddrs(list string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			return nil, fmt.Errorf("--training_ps: %q is not host:port", a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// load reads the entry of version (0: the newest) under base and, with shards, its PS shards of
+// the same version.
+func load(ctx context.Context, base string, version int64, shards bool) (*model, error) {
 	entryBase := filepath.Join(base, export.EntrySubGraph)
 	if version == 0 {
 		v, err := newestVersion(entryBase)
@@ -170,6 +213,9 @@ func load(ctx context.Context, base string, version int64) (*model, error) {
 		return nil, err
 	}
 	m := &model{entry: e}
+	if !shards {
+		return m, nil
+	}
 	for i := range e.Manifest.NumPS {
 		s, err := export.LoadPSShard(ctx, filepath.Join(base, export.PSSubGraph(i), v))
 		if err != nil {
@@ -202,8 +248,9 @@ func newestVersion(dir string) (int64, error) {
 	return newest, nil
 }
 
-func (m *model) predict(ctx context.Context, b *batch.Batch) ([]float64, error) {
-	dm, err := m.entry.NewModel(shardStore{m.shards})
+// predict scores b with the entry's dense part over store's embeddings.
+func (m *model) predict(ctx context.Context, store dnn.EmbeddingStore, b *batch.Batch) ([]float64, error) {
+	dm, err := m.entry.NewModel(store)
 	if err != nil {
 		return nil, err
 	}

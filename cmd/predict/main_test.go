@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
+	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -88,6 +91,116 @@ func TestScoresAreTheTrainers(t *testing.T) {
 	}
 }
 
+// TestTrainingPSScores: with --training_ps the scores are the export's dense part over the
+// training parameter servers' current tables (what a served model in sync with the trainer
+// answers), not the export's tables, once training has gone on since the export; the lookups
+// leave the tables as they were; an unreachable server is a run-time failure.
+func TestTrainingPSScores(t *testing.T) {
+	leakcheck.Check(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job := exporttest.NewJob(t, 2, []int{8})
+	job.Train(ctx, 20)
+	base := filepath.Join(t.TempDir(), "ctr")
+	res := job.Export(ctx, base, 2)
+	// The job's servers on listeners of the test's own, as cmd/ps serves them.
+	var addrs []string
+	for _, s := range job.PS {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := s.NewGRPCServer()
+		go g.Serve(lis)
+		t.Cleanup(g.Stop)
+		addrs = append(addrs, lis.Addr().String())
+	}
+	job.Train(ctx, 20) // the trainer moves on from the export
+
+	in := filepath.Join(t.TempDir(), "batch.pbtxt")
+	code, exported, stderr := runCmd(t, "--export_base="+base, "--random=40", "--seed=5", "--write_input="+in)
+	if code != 0 {
+		t.Fatalf("export's tables: exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb := &examplepb.ExampleBatch{}
+	if err := prototext.Unmarshal(data, eb); err != nil {
+		t.Fatal(err)
+	}
+	b, err := toBatch(job.Spec.Schema(), eb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := export.LoadEntry(res.Dirs[export.EntrySubGraph])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := entry.NewModel(job.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Predict(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := func() []float32 {
+		var out []float32
+		for s := 1; s <= exporttest.ClickLog.NumSlots; s++ {
+			var ids []int64
+			for id := uint64(1); id <= uint64(exporttest.ClickLog.Vocab); id++ {
+				ids = append(ids, int64(synth.FID(s, id)))
+			}
+			out = append(out, job.Lookup(ctx, synth.SlotFeature(s), ids)...)
+		}
+		return out
+	}
+	before := tables()
+	for _, flags := range [][]string{{"--training_ps=" + strings.Join(addrs, ",")}, {"--training_ps", addrs[0] + ", " + addrs[1], "--training_ps_timeout=5s"}} {
+		code, out, stderr := runCmd(t, append([]string{"--export_base=" + base, "--input_file=" + in}, flags...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", flags, code, stderr)
+		}
+		got := parseScores(t, out)
+		if len(got) != len(want) {
+			t.Fatalf("%v: %d scores, want %d", flags, len(got), len(want))
+		}
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-6 {
+				t.Errorf("%v: example %d: %.9f, the export's dense part over the trainer's tables %.9f", flags, i, got[i], want[i])
+			}
+		}
+	}
+	after := tables()
+	for i := range before {
+		if math.Float32bits(before[i]) != math.Float32bits(after[i]) {
+			t.Fatalf("the lookups changed the training tables (value %d: %v, then %v)", i, before[i], after[i])
+		}
+	}
+	// The training since the export moved the scores: the check above shows something.
+	diff := 0.0
+	for i, s := range parseScores(t, exported) {
+		diff += math.Abs(s - want[i])
+	}
+	if diff/float64(len(want)) < 1e-4 {
+		t.Errorf("the export's scores are %g from the trainer's on average: the training after the export changed nothing", diff/float64(len(want)))
+	}
+
+	// A server that does not answer: a run-time failure (exit 1), within the call's deadline.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := lis.Addr().String()
+	lis.Close()
+	code, out, stderr := runCmd(t, "--export_base="+base, "--input_file="+in, "--training_ps="+addrs[0]+","+gone, "--training_ps_timeout=5s")
+	if code != 1 || out != "" || !strings.Contains(stderr, gone) {
+		t.Errorf("an unreachable training PS: exit %d, stdout %q, stderr %q; want 1 naming %s", code, out, stderr, gone)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	leakcheck.Check(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -116,6 +229,8 @@ func TestBadInput(t *testing.T) {
 		{"missing input file", []string{"--export_base=" + base, "--input_file=" + filepath.Join(dir, "none.pbtxt")}, "--input_file"},
 		{"no dense feature", []string{"--export_base=" + base, "--input_file=" + noDense}, `example 0: batch: example has no float_list feature "dense"`},
 		{"bad flag", []string{"--bogus"}, "unknown flag"},
+		{"training_ps not host:port", []string{"--export_base=" + base, "--random=1", "--training_ps=127.0.0.1"}, `--training_ps: "127.0.0.1" is not host:port`},
+		{"training_ps_timeout", []string{"--export_base=" + base, "--random=1", "--training_ps=127.0.0.1:1", "--training_ps_timeout=0s"}, "--training_ps_timeout 0s is not positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

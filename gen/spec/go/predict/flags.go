@@ -2,14 +2,20 @@
 
 package predictspec
 
+import (
+	"time"
+)
+
 // PredictFlags: the command line of predict, besides --version and --log_format (cli.Common)
 type PredictFlags struct {
-	ExportBase    string `name:"export_base" help:"The export's base directory (<export_base>/entry/<version>/, <export_base>/ps_<i>/<version>/), as cmd/export writes it. Required." default:"" placeholder:"PATH"`
-	ExportVersion int    `name:"export_version" help:"The version to load; 0: the entry's newest version. (default: ${default})" default:"0"`
-	InputFile     string `name:"input_file" help:"The ExampleBatch to score (what tfs_client sends with --input_type=example_batch), in --file_type." default:"" placeholder:"PATH"`
-	FileType      string `name:"file_type" help:"Format of --input_file: pb (a framed record), pbtxt or json. (default: ${default})" default:"pbtxt" enum:"pb,pbtxt,json"`
-	Random        int    `name:"random" help:"Without --input_file: score a random ExampleBatch of this many examples of the model's features (tfs_client --model_spec's batches, seeded by --seed). (default: ${default})" default:"0"`
-	Seed          int    `name:"seed" help:"Seed of the --random batch. (default: ${default})" default:"1"`
-	WriteInput    string `name:"write_input" help:"Also write the scored ExampleBatch to this file as pbtxt, so that tfs_client --input_file=... --file_type=pbtxt --input_type=example_batch sends the same examples." default:"" placeholder:"PATH"`
-	LogLevel      string `name:"log_level" help:"Least level of the log on stderr. (default: ${default})" default:"info" enum:"debug,info,warn,error"`
+	ExportBase        string        `name:"export_base" help:"The export's base directory (<export_base>/entry/<version>/, <export_base>/ps_<i>/<version>/), as cmd/export writes it. Required." default:"" placeholder:"PATH"`
+	ExportVersion     int           `name:"export_version" help:"The version to load; 0: the entry's newest version. (default: ${default})" default:"0"`
+	InputFile         string        `name:"input_file" help:"The ExampleBatch to score (what tfs_client sends with --input_type=example_batch), in --file_type." default:"" placeholder:"PATH"`
+	FileType          string        `name:"file_type" help:"Format of --input_file: pb (a framed record), pbtxt or json. (default: ${default})" default:"pbtxt" enum:"pb,pbtxt,json"`
+	Random            int           `name:"random" help:"Without --input_file: score a random ExampleBatch of this many examples of the model's features (tfs_client --model_spec's batches, seeded by --seed). (default: ${default})" default:"0"`
+	Seed              int           `name:"seed" help:"Seed of the --random batch. (default: ${default})" default:"1"`
+	WriteInput        string        `name:"write_input" help:"Also write the scored ExampleBatch to this file as pbtxt, so that tfs_client --input_file=... --file_type=pbtxt --input_type=example_batch sends the same examples." default:"" placeholder:"PATH"`
+	TrainingPS        string        `name:"training_ps" help:"Score with the embeddings of these training parameter servers (cmd/ps gRPC addresses, a comma list of host:port, server i at the i-th; ids routed by floormod as the trainer routes them) instead of the export's PS sub-graphs: the export's dense part over the trainer's current tables, what a served model whose PS replicas are in sync with the trainer (cmd/ps --sync_model_name) answers. Their lookups change nothing. Empty: the export's tables." default:""`
+	TrainingPSTimeout time.Duration `name:"training_ps_timeout" help:"With --training_ps: the deadline of each lookup call. (default: ${default})" default:"10s"`
+	LogLevel          string        `name:"log_level" help:"Least level of the log on stderr. (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
