@@ -8,8 +8,13 @@
 # which finds the PS replicas through its agent's HeartBeat, returns the export's scores
 # (cmd/predict, the trainer's model over the exported tables) within 1e-6, and tfs_client's
 # profile against the entry (random batches of the model's features, --model_spec) has no failed
-# request. The agents stop cleanly on SIGTERM, and their model servers with them. Every wait is
-# bounded, so the test cannot hang.
+# request. Then training goes on with parameter sync (issue 25): the parameter servers restart with
+# --sync_model_name=ctr, pushing to the replicas the PS container's agent lists, and the chief
+# restores the checkpoint and trains on a shifted distribution; while it trains the served scores
+# of the batch follow the trainer's (the export's dense part over the training servers' tables,
+# cmd/predict --training_ps), and once it has ended and the servers' last pushes (at their stop)
+# have completed, equal them within 1e-6. The agents stop cleanly on SIGTERM, and their model
+# servers with them. Every wait is bounded, so the test cannot hang.
 #
 # Usage: serve_e2e_test.sh ZK_RUN_SH TRAIN PS EXPORT AGENTCTL AGENT MODEL_SERVER TFS_CLIENT PREDICT
 set -euo pipefail
@@ -63,6 +68,7 @@ Z="--discovery_type=zk --zk_server=$ZK --deep_insight_name=e2e --num_ps=2 --num_
 for i in 0 1; do
   "$ps" $Z --index=$i >ps$i.log 2>&1 &
   pids+=($!)
+  eval "ps${i}_pid=$!"
   wait_for 30 ps$i.log "^registered ps.$i at 127\.0\.0\.1:" $!
 done
 # shellcheck disable=SC2086
@@ -98,7 +104,7 @@ for c in entry ps; do
   MY_POD_NAME=e2e-$c PORT3=$grpc "$agent" --conf=$c.conf --tfs_binary="$model_server" --tfs_log="$work/tfs_$c.log" \
     --advertise_host=127.0.0.1 --status_addr=127.0.0.1:$(free_port) >agent_$c.out 2>agent_$c.log &
   pids+=($!)
-  eval "agent_${c}_pid=$!"
+  eval "agent_${c}_pid=$! agent_${c}_port=$port"
 done
 # shellcheck disable=SC2154 # set by eval above
 wait_for 60 agent_entry.out "^  status endpoint  http://" "$agent_entry_pid"
@@ -143,14 +149,90 @@ grep -Eq '^\[Profile\] Count: [1-9][0-9]*, ' profile.out || fail "profile: no [P
 grep -q '^requests: [0-9]* sent, [0-9]* ok, 0 failed$' profile.out || fail "profile: failed requests"
 step "profile: $(grep '^\[Profile\]' profile.out)"
 
-# 8. HOOK(paramsync): training continues with parameter sync on, and predictions follow (issue 25,
-#    "Real-time parameter sync"; not done here). To add: restart the parameter servers with
-#    --sync_model_name=ctr --sync_agent_addr=127.0.0.1:<an agent's agent_port> (cmd/ps, whose pushes
-#    go to the ctr:ps_i replicas the HeartBeat lists) and a short --sync_interval, run cmd/train
-#    again with --model_dir="$work/model" (it restores step $version) on a shifted distribution,
-#    and poll the Predict of batch.pbtxt until its scores move toward those of cmd/predict on a
-#    fresh export of the new checkpoint, then, after training ends and one push has completed,
-#    equal them within 1e-6.
+# 8. Training goes on with parameter sync, and the served predictions follow. The parameter servers
+#    restart with --sync_model_name=ctr, pushing their updates every second to the ctr:ps_i replicas
+#    the PS container's agent lists in its HeartBeat; the chief restores step $version and trains
+#    on a shifted distribution (another seed's ground truth). "The trainer's scores" of batch.pbtxt
+#    are the export's dense part over the training servers' current tables (cmd/predict
+#    --training_ps; the dense part is not synced). While it trains, the served scores must get
+#    nearer the trainer's than the export's are (less than half as far); once it has ended and each
+#    server's last push (at its stop) has completed, equal them within 1e-6.
+stop_ps() { # stop_ps PID NAME: SIGTERM, then exit status 0 within 30 s
+  kill -TERM "$1"
+  timeout 30 tail --pid="$1" -f /dev/null || fail "$2 still runs 30 s after SIGTERM"
+  local code=0
+  wait "$1" || code=$?
+  [ "$code" -eq 0 ] || fail "$2 exited with $code after SIGTERM"
+}
+# shellcheck disable=SC2154 # set by eval above
+for i in 0 1; do p="ps${i}_pid"; stop_ps "${!p}" "ps $i"; done
+training_ps=""
+# shellcheck disable=SC2086,SC2154
+for i in 0 1; do
+  "$ps" $Z --index=$i --sync_model_name=ctr --sync_agent_addr=127.0.0.1:$agent_ps_port --sync_interval=1s \
+    --log_level=debug >ps_sync$i.log 2>&1 &
+  pids+=($!)
+  eval "ps${i}_pid=$!"
+  wait_for 30 ps_sync$i.log "^registered ps.$i at 127\.0\.0\.1:" $!
+  wait_for 10 ps_sync$i.log "^parameter sync: pushing the updates of ctr:ps_$i every 1s to the replicas the agent at 127\.0\.0\.1:$agent_ps_port lists" $!
+  training_ps+="${training_ps:+,}$(grep -o "^registered ps.$i at 127\.0\.0\.1:[0-9]*" ps_sync$i.log | sed 's/.* at //')"
+done
+sync_steps=2000
+# shellcheck disable=SC2086
+"$train" $Z --role=chief --model_dir="$work/model" --demo_examples=20000 --demo_seed=99 --epochs=1000 --steps=$sync_steps \
+  --log_step_count_steps=50 >train_sync.out 2>train_sync.log &
+train_pid=$!
+pids+=($train_pid)
+trainer_scores() { # the export's dense part over the training servers' tables, to $1
+  "$predict" --export_base="$work/export/ctr" --input_file=batch.pbtxt --training_ps="$training_ps" >"$1" 2>>predict_sync.log ||
+    fail "predict --training_ps=$training_ps"
+}
+served_scores() { # the entry's Predict of batch.pbtxt, to $1
+  "$tfs_client" --model_name=ctr:entry --target=127.0.0.1:$ENTRY_GRPC --input_type=example_batch --file_type=pbtxt \
+    --input_file=batch.pbtxt --timeout=10s --print_outputs 2>>tfs_client.log | { grep '^scores ' || true; } | cut -d' ' -f2 >"$1"
+  [ "$(wc -l <"$1")" -eq 64 ] || fail "Predict while training answered $(wc -l <"$1") scores, want 64"
+}
+gaps() { # gaps TRAINER SERVED: "<mean |served - trainer|> <mean |export - trainer|>"
+  paste "$1" "$2" want.txt | awk '{ d = $2 - $1; e = $3 - $1; s += (d < 0 ? -d : d); x += (e < 0 ? -e : e) }
+    END { printf "%.6f %.6f\n", s / NR, x / NR }'
+}
+followed=""
+for _ in $(seq 150); do # a round a second, while the chief trains (bounded by its steps, and here)
+  sleep 1
+  trainer_scores trainer.txt
+  served_scores served.txt
+  training=""
+  kill -0 "$train_pid" 2>/dev/null && ! grep -q '^eval auc=' train_sync.out && training=1
+  read -r gap_served gap_export < <(gaps trainer.txt served.txt)
+  step "training on: the served scores are $gap_served from the trainer's, the export's $gap_export"
+  if [ -n "$training" ] && awk -v s="$gap_served" -v x="$gap_export" 'BEGIN { exit !(x > 1e-3 && s < x / 2) }'; then
+    followed=1
+  fi
+  [ -n "$training" ] || break
+done
+[ -n "$followed" ] || fail "while training the served scores never came within half the export's distance of the trainer's (each above 1e-3)"
+timeout 120 tail --pid="$train_pid" -f /dev/null || fail "the chief still trains 2 minutes after the sync checks"
+code=0
+wait "$train_pid" || code=$?
+[ "$code" -eq 0 ] || fail "train with sync on exited with $code"
+grep -q "2 parameter servers from the service discovery: ${training_ps/,/, }$" train_sync.out ||
+  fail "train with sync on: the restarted parameter servers ($training_ps) were not found in ZooKeeper"
+grep -q "^eval auc=.* steps=$((version + sync_steps))$" train_sync.out || fail "train with sync on: not restored at step $version and trained $sync_steps steps"
+step "trained on: $(tail -n 1 train_sync.out)"
+# Training has ended: the trainer's final scores, then each server's last push, at its stop.
+trainer_scores final.txt
+for i in 0 1; do
+  p="ps${i}_pid"
+  stop_ps "${!p}" "ps $i (sync on)"
+  grep -q 'msg="parameter sync stopped"' ps_sync$i.log || fail "ps $i: parameter sync did not stop cleanly"
+  grep -Eq "msg=\"parameter sync: pushed\" sub_graph=ctr:ps_$i ids=[1-9]" ps_sync$i.log || fail "ps $i: no push carried ids"
+done
+served_scores served.txt
+paste final.txt served.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6) { bad++; print "example " NR ": trainer " $1 ", served " $2 } }
+  END { exit bad > 0 }' || fail "after the last push the served scores differ from the trainer's by more than 1e-6"
+read -r _ moved < <(gaps final.txt served.txt)
+awk -v x="$moved" 'BEGIN { exit !(x > 1e-3) }' || fail "training on moved the scores by $moved only: the sync checks show nothing"
+step "after the last push: 64 served scores equal to the trainer's within 1e-6 (the export's are $moved from them)"
 
 # 9. SIGTERM stops both agents cleanly, and their model servers with them.
 for c in entry ps; do
