@@ -1,11 +1,11 @@
 package backend
 
 import (
+	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	bk "github.com/monolith-go/monolith/pkg/backend"
-	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 )
 
 // registerDataclasses adds the calls on backends.py's dataclasses with inputs of their own.

@@ -8,10 +8,10 @@ import (
 	"math"
 	"strings"
 
+	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
 	"github.com/monolith-go/monolith/pkg/datadef"
-	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 	"google.golang.org/protobuf/encoding/prototext"
 )
 
