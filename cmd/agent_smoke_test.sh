@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The README's `bazel run //cmd:agent`: with no flags the binary runs its embedded demo (in-process
-# ZooKeeper and TF Serving, nothing installed). --exit_after stops it, and every wait is bounded, so
-# the test cannot hang. Checks the demo's guide, its status endpoint (/healthz, /status over bash's
-# /dev/tcp: no curl needed), its clean exit, --help's flags, and exit status 2 for a bad flag.
+# ZooKeeper and model server, nothing installed; the model trained for a few seconds into its cache
+# directory). --exit_after stops it, and every wait is bounded, so the test cannot hang. Checks the
+# demo's guide, its status endpoint (/healthz, /status over bash's /dev/tcp: no curl needed), its
+# clean exit, that a second run serves the cached model, --help's flags, and exit status 2 for a bad
+# flag.
 set -euo pipefail
 agent="$1"
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+cache="$(mktemp -d)"
+trap 'rm -rf "$out" "$cache"' EXIT
+export XDG_CACHE_HOME="$cache"
 
-timeout 50 "$agent" --exit_after=4s >"$out" 2>&1 &
+timeout 50 "$agent" --exit_after=10s >"$out" 2>&1 &
 pid=$!
 url=""
-for _ in $(seq 200); do
+for _ in $(seq 400); do
   url=$(grep -o 'status endpoint  http://[0-9.]*:[0-9]*' "$out" | grep -o 'http://.*' || true)
   [ -n "$url" ] && break
   sleep 0.05
@@ -29,9 +33,16 @@ get() { # get PATH: the body of an HTTP/1.0 GET
 status=$(get /status)
 grep -q '"path": "/demo/layouts/demo_layout"' <<<"$status" || { echo "/status lacks the layout:"; echo "$status"; exit 1; }
 if wait "$pid"; then :; else echo "the demo exited with status $?:"; cat "$out"; exit 1; fi
-for want in "Monolith agent demo" "layout /demo/layouts/demo_layout lists demo_model:entry" "Press Ctrl-C to stop." \
-  "agent stopped (--exit_after 4s elapsed)"; do
+for want in "Demo model: trained" "Monolith agent demo" "layout /demo/layouts/demo_layout lists demo_model:entry" \
+  "--model_name=demo_model:entry --input_type=example_batch --model_spec=$cache/" "Press Ctrl-C to stop." \
+  "agent stopped (--exit_after 10s elapsed)"; do
   grep -qF -- "$want" "$out" || { echo "the demo's output lacks '$want':"; cat "$out"; exit 1; }
+done
+
+# A second run serves the model the first one trained.
+timeout 50 "$agent" --exit_after=3s >"$out" 2>&1 || { echo "the second demo run failed:"; cat "$out"; exit 1; }
+for want in "Demo model: the export of an earlier run" "Press Ctrl-C to stop." "agent stopped (--exit_after 3s elapsed)"; do
+  grep -qF -- "$want" "$out" || { echo "the second run's output lacks '$want':"; cat "$out"; exit 1; }
 done
 
 help=$("$agent" --help)

@@ -4,11 +4,13 @@
 // ZooKeeper (zk_servers) and TF Serving (MONOLITH_TFS_BINARY) until SIGINT or SIGTERM, with an
 // HTTP status endpoint (--status_addr: /healthz, /status, /metrics).
 //
-// With no --conf it runs a self-contained demo that needs nothing installed: an in-process
-// ZooKeeper (zkfake) holding a demo model's saved models and layout, an in-process fake TF Serving
-// (faketfs) on a local port, and agent v3 configured by the built-in example.conf, serving the
-// layout's saved models that pass its filters, with its AgentService and status endpoint on local
-// ports. It prints what it started and what to try, and stops on Ctrl-C (or after --exit_after).
+// With no --conf it runs a self-contained demo that needs nothing installed: a small model trained
+// for a few seconds and exported into the user's cache directory (or the export an earlier run left
+// there), an in-process ZooKeeper (zkfake) holding its saved models and layout, the model server
+// (pkg/modelserver) in this process on a local port as TF Serving, and agent v3 configured by the
+// built-in example.conf, serving the layout's saved models that pass its filters, with its
+// AgentService and status endpoint on local ports. It prints what it started and what to try (a
+// tfs_client Predict among them), and stops on Ctrl-C (or after --exit_after).
 //
 // Exit status: 0 after a clean stop, 1 when the agent could not start or stopped serving (TF
 // Serving exited, the model manager failed), 2 for a bad command line or configuration.

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
+	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
+	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
+	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
+	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/ps"
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/dnn"
+	"github.com/monolith-go/monolith/pkg/trainer/synth"
+)
+
+// The demo's model: a small dnn over synthetic click logs, trained in this process on one
+// parameter server (pkg/ps over loopback gRPC, as cmd/train's cluster) and exported with pkg/export
+// onto demoNumPS PS sub-graphs.
+const (
+	// demoCacheFormat keys the cache: bump it when the model or the export format changes, so an
+	// older demo's export is never served.
+	demoCacheFormat = "v1"
+	demoNumPS       = 2
+	demoDim         = 4
+	demoBatch       = 64
+	// demoTrainBudget and demoMaxSteps bound the training: startup stays a few seconds.
+	demoTrainBudget = 2 * time.Second
+	demoMaxSteps    = 2000
+)
+
+// demoClickLog generates the training data: 3 slots of latent-factor ids and 4 dense values.
+var demoClickLog = synth.Config{Seed: 7, NumDense: 4, NumSlots: 3, Vocab: 200, LatentDim: 2}
+
+// demoExport is an export the demo serves.
+type demoExport struct {
+	// Base is the model's export base (<base>/{entry,ps_i}/<version>/).
+	Base string
+	// EntryDir is the entry's version directory (tfs_client's --model_spec).
+	EntryDir   string
+	GlobalStep int64
+	// Cached says it was trained by an earlier run.
+	Cached bool
+}
+
+// demoCacheDir is where the demo keeps its export between runs: the user's cache directory
+// ($XDG_CACHE_HOME, else ~/.cache), else the temporary directory.
+func demoCacheDir() string {
+	root, err := os.UserCacheDir()
+	if err != nil {
+		root = os.TempDir()
+	}
+	return filepath.Join(root, "monolith-demo", demoCacheFormat)
+}
+
+// demoModelExport returns the export in cacheDir, training and exporting the model there first
+// when there is none or it does not load (a corrupt cache is retrained, not fatal).
+func demoModelExport(ctx context.Context, cacheDir string, log *slog.Logger) (*demoExport, error) {
+	base := filepath.Join(cacheDir, demoModel)
+	if ex, err := checkDemoExport(ctx, base); err == nil {
+		ex.Cached = true
+		log.Info("demo model: using the cached export", "dir", ex.Base, "global_step", ex.GlobalStep)
+		return ex, nil
+	} else if _, statErr := os.Stat(base); statErr == nil {
+		log.Warn("demo model: the cached export does not load; training again", "dir", base, "err", err)
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("demo model: cache: %w", err)
+	}
+	// Train and export next to the cache, then rename into place: another demo starting at the
+	// same time, or one killed half-way, never sees half an export.
+	work, err := os.MkdirTemp(cacheDir, ".train-")
+	if err != nil {
+		return nil, fmt.Errorf("demo model: cache: %w", err)
+	}
+	defer os.RemoveAll(work)
+	if err := trainDemoModel(ctx, filepath.Join(work, "model"), filepath.Join(work, demoModel), log); err != nil {
+		return nil, fmt.Errorf("demo model: %w", err)
+	}
+	if err := os.RemoveAll(base); err != nil {
+		return nil, fmt.Errorf("demo model: remove the bad cache: %w", err)
+	}
+	if err := os.Rename(filepath.Join(work, demoModel), base); err != nil {
+		// Another demo may have put its export there first: serve that one if it loads.
+		if ex, cerr := checkDemoExport(ctx, base); cerr == nil {
+			return ex, nil
+		}
+		return nil, fmt.Errorf("demo model: cache: %w", err)
+	}
+	ex, err := checkDemoExport(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("demo model: the new export: %w", err)
+	}
+	return ex, nil
+}
+
+// checkDemoExport loads the newest entry version of base and its PS shards, as the model server
+// will.
+func checkDemoExport(ctx context.Context, base string) (*demoExport, error) {
+	entries, err := os.ReadDir(filepath.Join(base, "entry"))
+	if err != nil {
+		return nil, err
+	}
+	var versions []int64
+	for _, e := range entries {
+		if v, err := strconv.ParseInt(e.Name(), 10, 64); err == nil && e.IsDir() {
+			versions = append(versions, v)
+		}
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("no entry version in %s", base)
+	}
+	version := strconv.FormatInt(slices.Max(versions), 10)
+	entryDir := filepath.Join(base, "entry", version)
+	e, err := export.LoadEntry(entryDir)
+	if err != nil {
+		return nil, err
+	}
+	if e.Manifest.NumPS != demoNumPS {
+		return nil, fmt.Errorf("entry %s has %d PS sub-graphs, want %d", entryDir, e.Manifest.NumPS, demoNumPS)
+	}
+	for i := range demoNumPS {
+		if _, err := export.LoadPSShard(ctx, filepath.Join(base, "ps_"+strconv.Itoa(i), version)); err != nil {
+			return nil, err
+		}
+	}
+	return &demoExport{Base: base, EntryDir: entryDir, GlobalStep: e.Manifest.GlobalStep}, nil
+}
+
+// trainDemoModel trains the demo's model for demoTrainBudget (demoMaxSteps at most), checkpoints it
+// into modelDir as cmd/train's chief does and exports it into exportBase.
+func trainDemoModel(ctx context.Context, modelDir, exportBase string, log *slog.Logger) error {
+	start := time.Now()
+	quiet := slog.New(slog.DiscardHandler)
+	g, err := synth.New(demoClickLog)
+	if err != nil {
+		return err
+	}
+	var features []dnn.Feature
+	var tables []*pspb.TableConfig
+	for s := 1; s <= demoClickLog.NumSlots; s++ {
+		name := synth.SlotFeature(s)
+		features = append(features, dnn.Feature{Name: name, Slot: s, Dim: demoDim})
+		tables = append(tables, ps.NewTableConfig(name, demoDim,
+			&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
+				LearningRate: proto.Float32(0.3), InitialAccumulatorValue: proto.Float32(0.1)}}},
+			&initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}}))
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	server, err := ps.Start(lis, ps.Config{Index: 0, NumPS: 1, Tables: tables, Workers: 1, Logger: quiet})
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("parameter server: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		server.Stop(sctx)
+	}()
+	router, err := ps.NewRouter(ps.RouterConfig{Addrs: []string{server.Addr()}, CallTimeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer router.Close()
+	cfg := dnn.Config{Features: features, DenseDim: g.Schema().DenseDim(), Hidden: []int{16, 8}, LearningRate: 0.01,
+		EmbeddingLearningRates: []float32{0.3}, Seed: 1}
+	model, err := dnn.New(cfg, ps.RouterStore{Router: router})
+	if err != nil {
+		return err
+	}
+	log.Info("demo model: training", "budget", demoTrainBudget, "max_steps", demoMaxSteps, "batch", demoBatch)
+	stream := g.Stream(1)
+	var loss float64
+	for step := 0; step < demoMaxSteps && time.Since(start) < demoTrainBudget; step++ {
+		b := &batch.Batch{}
+		for range demoBatch {
+			ex, _ := stream.Next()
+			if err := g.Schema().Append(b, ex); err != nil {
+				return fmt.Errorf("data: %w", err)
+			}
+		}
+		if loss, err = model.Step(ctx, b); err != nil {
+			return fmt.Errorf("train step %d: %w", step, err)
+		}
+	}
+	step := model.GlobalStep()
+	log.Info("demo model: trained", "steps", step, "loss", loss, "took", time.Since(start).Round(time.Millisecond))
+
+	// The checkpoint, as cmd/train's chief writes it: the parameter servers dump the tables, then
+	// the dense part is saved.
+	cp, err := ckptdir.Open(ckptdir.Options{Dir: modelDir, MaxToKeep: 1, Log: quiet})
+	if err != nil {
+		return err
+	}
+	prefix := filepath.Join(modelDir, "model.ckpt-"+strconv.FormatInt(step, 10))
+	if _, err := router.Save(ctx, prefix+export.EmbeddingsSuffix); err != nil {
+		return fmt.Errorf("save the tables: %w", err)
+	}
+	if _, err := cp.Save(ctx, step, model.Tensors()); err != nil {
+		return fmt.Errorf("save the checkpoint: %w", err)
+	}
+	res, err := export.Export(ctx, export.Options{ModelDir: modelDir, ExportBase: exportBase,
+		Spec: export.SpecFromDNN(model.Config(), g.Schema().Dense), NumPS: demoNumPS, Keep: 1, Log: quiet})
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	log.Info("demo model: exported", "version", res.Version, "entries", res.Entries, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
