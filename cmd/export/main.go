@@ -59,12 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return cli.Exit(name, cli.Usage(err), stderr)
+	log, err := c.DefaultLogger(stderr, c.LogLevel)
+	if err != nil {
+		return cli.Exit(name, err, stderr)
 	}
-	log := c.Logger(stderr, level)
-	slog.SetDefault(log)
 	return cli.Exit(name, exportModel(ctx, c.ExportFlags, stdout, log), stderr)
 }
 

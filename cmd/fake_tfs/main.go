@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -63,14 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintln(stdout, cli.VersionLine("fake_tfs"))
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		fmt.Fprintln(stderr, "fake_tfs:", err)
-		return 2
+	log, err := c.DefaultLogger(stderr, c.LogLevel)
+	if err != nil {
+		return cli.Exit("fake_tfs", err, stderr)
 	}
-	log := c.Logger(stderr, level)
-	// Packages that log through slog's default logger log in the same format.
-	slog.SetDefault(log)
 	if c.RestAPIPort != 0 {
 		log.Info("the fake serves no REST API; --rest_api_port ignored", "rest_api_port", c.RestAPIPort)
 	}

@@ -93,12 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		fmt.Fprintln(stdout, cli.VersionLine(name))
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return cli.Exit(name, cli.Usage(err), stderr)
+	log, err := c.DefaultLogger(stderr, c.LogLevel)
+	if err != nil {
+		return cli.Exit(name, err, stderr)
 	}
-	log := c.Logger(stderr, level)
-	slog.SetDefault(log)
 	return cli.Exit(name, serve(ctx, c.ModelServerFlags, stdout, log, env, ready), stderr)
 }
 

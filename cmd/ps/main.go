@@ -22,7 +22,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -72,16 +71,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return cli.Exit(name, cli.Usage(err), stderr)
+	log, err := c.DefaultLogger(stderr, c.LogLevel)
+	if err != nil {
+		return cli.Exit(name, err, stderr)
 	}
-	log := c.Logger(stderr, level)
-	slog.SetDefault(log)
 	if d.env == nil {
 		d.env = trainenv.FromOS()
 	}
-	err := serve(ctx, c, func(flag string) bool { return flagGiven(args, flag) }, stdout, log, d)
+	err = serve(ctx, c, func(flag string) bool { return flagGiven(args, flag) }, stdout, log, d)
 	return cli.Exit(name, oneLine(err), stderr)
 }
 

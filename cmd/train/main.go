@@ -44,7 +44,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -100,20 +99,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
 		return code
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return cli.Exit(name, cli.Usage(err), stderr)
+	log, err := c.DefaultLogger(stderr, c.LogLevel)
+	if err != nil {
+		return cli.Exit(name, err, stderr)
 	}
-	log := c.Logger(stderr, level)
-	// Packages that log through slog's default logger log in the same format.
-	slog.SetDefault(log)
 	if d.env == nil {
 		d.env = trainenv.FromOS()
 	}
 	if d.setenv == nil {
 		d.setenv = os.Setenv
 	}
-	err := train(ctx, c, flagGiven(args, "discovery_type"), stdout, log, d)
+	err = train(ctx, c, flagGiven(args, "discovery_type"), stdout, log, d)
 	return cli.Exit(name, oneLine(classify(err)), stderr)
 }
 

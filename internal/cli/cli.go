@@ -35,6 +35,19 @@ func (c LogFlags) Logger(w io.Writer, level slog.Leveler) *slog.Logger {
 	return NewLogger(w, c.LogFormat, level)
 }
 
+// DefaultLogger is the command's log on w at level (a slog level name: debug, info, warn, error)
+// in the --log_format the command line chose, made slog's default so that packages logging through
+// the default log in the same format. A level that does not parse is a usage error.
+func (c LogFlags) DefaultLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, Usage(err)
+	}
+	log := c.Logger(w, l)
+	slog.SetDefault(log)
+	return log, nil
+}
+
 // NewLogger is a log on w in format ("json", else text) at level (nil: info).
 func NewLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -97,5 +98,29 @@ func TestLogger(t *testing.T) {
 		if !strings.HasSuffix(b.String(), tc.want) || strings.Count(b.String(), "\n") != 1 {
 			t.Errorf("%s: %q, want one record ending %q", tc.format, b.String(), tc.want)
 		}
+	}
+}
+
+// TestDefaultLogger: a level name gives a log at that level, made slog's default; a bad one is a
+// usage error (exit status 2).
+func TestDefaultLogger(t *testing.T) {
+	prev := slog.Default()
+	defer slog.SetDefault(prev)
+	var b bytes.Buffer
+	log, err := LogFlags{clispec.LogFlags{LogFormat: "json"}}.DefaultLogger(&b, "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slog.Default() != log {
+		t.Error("the log is not slog's default")
+	}
+	slog.Info("dropped")
+	slog.Warn("kept")
+	if got := b.String(); strings.Contains(got, "dropped") || !strings.Contains(got, `"msg":"kept"`) {
+		t.Errorf("log: %q", got)
+	}
+	_, err = LogFlags{}.DefaultLogger(&b, "loud")
+	if err == nil || Exit("x", err, io.Discard) != 2 {
+		t.Errorf("bad level: %v, want a usage error", err)
 	}
 }
