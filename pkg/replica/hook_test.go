@@ -18,6 +18,7 @@ type hookClient struct {
 	blind    func(path string) bool
 	afterGet func(path string) // called after the read, before Get returns its (now stale) result
 	creates  chan struct{}     // when set, each Create waits for a value
+	onExists func(path string) // called before Exists reads
 }
 
 func newHookClient(c zk.Client) *hookClient {
@@ -84,6 +85,16 @@ func (h *hookClient) Create(ctx context.Context, path string, data []byte, opts 
 		}
 	}
 	return h.Client.Create(ctx, path, data, opts)
+}
+
+func (h *hookClient) Exists(ctx context.Context, path string) (*zk.Stat, error) {
+	h.mu.Lock()
+	hook := h.onExists
+	h.mu.Unlock()
+	if hook != nil {
+		hook(path)
+	}
+	return h.Client.Exists(ctx, path)
 }
 
 // deliver calls path's data watch function as the client would.

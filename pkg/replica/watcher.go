@@ -96,7 +96,12 @@ type Watcher struct {
 	// cache while their node was missing (releaseOwn settles them).
 	holding map[string]bool
 	held    map[string]bool
-	cancel  context.CancelFunc
+	// own lists this process's replica paths from the first holdOwn on. After releaseOwn a watch
+	// re-armed on the new session may still deliver the absence it read before the nodes were
+	// registered again: for an own path that absence is confirmed (recheck) before the replica
+	// leaves the answers.
+	own    map[string]bool
+	cancel context.CancelFunc
 
 	reconcileMu sync.Mutex
 	wg          sync.WaitGroup
@@ -238,8 +243,12 @@ func (w *Watcher) holdOwn(paths []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.holding = make(map[string]bool, len(paths))
+	if w.own == nil {
+		w.own = make(map[string]bool, len(paths))
+	}
 	for _, p := range paths {
 		w.holding[p] = true
+		w.own[p] = true
 	}
 }
 
@@ -384,18 +393,24 @@ func (w *Watcher) onData(gen uint64, path, task, key string, s *slot, data []byt
 	w.touchLocked(task + "/" + key)
 	switch {
 	case st == nil:
-		if _, cached := w.cache.get(task, key); cached && w.holding[path] {
+		_, cached := w.cache.get(task, key)
+		confirm := false
+		switch {
+		case cached && w.holding[path]:
 			// An own replica being registered again: it stays as it was (see holdOwn).
 			if w.held == nil {
 				w.held = map[string]bool{}
 			}
 			w.held[path] = true
-		} else {
+		case cached && w.own[path]:
+			// Possibly a read from before the re-registration: it leaves only if still missing.
+			confirm = true
+		default:
 			w.cache.remove(task, key)
 		}
 		delete(w.slots, path)
 		w.mu.Unlock()
-		w.recheck(gen, path)
+		w.recheck(gen, path, confirm)
 		return false
 	case len(data) == 0 || decodeErr != nil:
 		w.cache.markUnknown(task, key)
@@ -412,10 +427,14 @@ func (w *Watcher) onData(gen uint64, path, task, key string, s *slot, data []byt
 
 // recheck watches path again if it exists: a node deleted and re-created before its watch noticed
 // the deletion keeps its name in the parent's list, so no children event would bring it back.
-func (w *Watcher) recheck(gen uint64, path string) {
+// With confirm (an own replica kept in the cache), a node still missing leaves the cache now.
+func (w *Watcher) recheck(gen uint64, path string, confirm bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.CallTimeout)
 	defer cancel()
 	st, err := w.zk.Exists(ctx, path)
+	if err == nil && st == nil && confirm {
+		w.dropUnwatched(gen, path)
+	}
 	if err != nil || st == nil {
 		return // gone, or unknown: the next reconciliation looks again
 	}
@@ -424,6 +443,19 @@ func (w *Watcher) recheck(gen uint64, path string) {
 			w.log.Warn("re-watching a re-created replica failed", "path", path, "err", err)
 		}
 	}
+}
+
+// dropUnwatched removes path's replica from the cache unless a watch or a hold has taken it up
+// again meanwhile.
+func (w *Watcher) dropUnwatched(gen uint64, path string) {
+	task, key, _ := splitReplicaPath(path)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gen != gen || w.slots[path] != nil || w.holding[path] {
+		return
+	}
+	w.touchLocked(task + "/" + key)
+	w.cache.remove(task, key)
 }
 
 func (w *Watcher) touchLocked(key string) {

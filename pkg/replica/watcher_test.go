@@ -330,6 +330,61 @@ func TestWatcherRewatchesRecreatedNode(t *testing.T) {
 	}
 }
 
+// TestWatcherOwnAbsenceConfirmed: after a re-registration (holdOwn, releaseOwn) a watch re-armed on
+// the new session may deliver the absence it read before the own node was created again. The
+// replica stays in the answers while that is checked (it exists: watched again) and leaves them
+// only once the node is confirmed missing; a replica not this process's leaves at once.
+func TestWatcherOwnAbsenceConfirmed(t *testing.T) {
+	const own, other = "/bz/service/mdl/ps:0/1", "/bz/service/mdl/ps:1/1"
+	srv := zkfake.NewServer()
+	writer := srv.Client()
+	defer writer.Close()
+	h := newHookClient(srv.Client())
+	defer h.Close()
+	put(t, writer, own, meta("a:1", avail))
+	put(t, writer, other, meta("b:1", avail))
+	w := startWatcher(t, h, watcherConf(t, false), WatcherOptions{})
+	w.holdOwn([]string{own})
+	w.releaseOwn()
+
+	var during [][]string
+	h.mu.Lock()
+	h.onExists = func(string) { during = append(during, w.GetReplicas(psType, 0, nil)) }
+	h.mu.Unlock()
+	stale := &zk.WatchEvent{Type: zk.EventNone}
+	tests := []struct {
+		name, path string
+		task       int
+		delete     bool
+		during     []string // the answer while the absence is checked
+		after      []string
+	}{
+		{"own, re-registered", own, 0, false, []string{"a:1"}, []string{"a:1"}},
+		{"own, really gone", own, 0, true, []string{"a:1"}, nil},
+		{"not own", other, 1, true, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			during = nil
+			if tc.delete {
+				del(t, writer, tc.path)
+			}
+			if h.deliver(tc.path, nil, nil, stale) {
+				t.Error("the watch should stop on an absent node")
+			}
+			if len(during) != 1 {
+				t.Fatalf("%d existence checks, want 1", len(during))
+			}
+			if got := during[0]; !reflect.DeepEqual(got, tc.during) && !(len(got) == 0 && len(tc.during) == 0) {
+				t.Errorf("answer while checking: %v, want %v", got, tc.during)
+			}
+			if got := w.GetReplicas(psType, tc.task, nil); !reflect.DeepEqual(got, tc.after) && !(len(got) == 0 && len(tc.after) == 0) {
+				t.Errorf("answer after: %v, want %v", got, tc.after)
+			}
+		})
+	}
+}
+
 // TestReconcile: the reconciliation repairs what the watches missed, never overwrites fresher
 // watch news, reports own nodes that are missing, and lists no empty task.
 func TestReconcile(t *testing.T) {
