@@ -16,14 +16,17 @@ import (
 // The benchmarks measure batched lookups and Adagrad applies of 64k random existing ids against
 // the physical limit measured in the same run: a plain gather of the same number of random rows
 // from a flat array (and, for applies, the same Adagrad on a flat array), and against Go's map of
-// slices. Each table benchmark reports entries/s, bytes of memory per entry and x_gather (its
-// rate over the gather's, when the gather ran first in the same run).
+// slices. Each benchmark reports entries/s, bytes of memory per entry, x_gather: its rate over
+// the gather's, the two timed alternately batch by batch in the same sub-benchmark (paired), and
+// x_gather_alone: its rate over the gather's when that ran on its own. The map's sub-benchmarks
+// also report x_table_over_map, the table's rate over the map's.
 //
 //	go test ./pkg/embedding -run '^$' -bench . -benchtime 20x                         1M entries
 //	go test ./pkg/embedding -run '^$' -bench . -benchtime 20x -embedding.large -timeout 1h   also 10M
 //
-// The 10M entries x 64 floats case needs about 9 GB at its peak (the table with its Adagrad state;
-// the flat arrays and the map are built before and after it, not at the same time).
+// The 10M entries x 64 floats case needs about 12 GB at its peak (the table with its Adagrad
+// state, and the gather's flat array, which stays for the pairing; the flat Adagrad's arrays and
+// the map are built before and after the table, not at the same time).
 var benchLarge = flag.Bool("embedding.large", false, "also run the 10M-entry benchmarks (several GB of memory)")
 
 const benchBatch = 64 << 10
@@ -90,26 +93,52 @@ func chunked(n, workers int, fn func(lo, hi int)) {
 	parallel(workers, func(w int) { fn(span(n, workers, w)) })
 }
 
-// rateKey names a baseline's measured rate: the limit later sub-benchmarks compare with.
-type rateKey struct {
+// paired times op and the gather on the same batches, alternating batch by batch, so that both
+// see the same machine: on a shared machine the gather's rate alone moved by 2x between runs an
+// hour apart, and a ratio to a gather measured seconds earlier moved with it.
+type paired struct {
+	op, gather time.Duration
+	rate       float64 // the op's entries/s, once reported
+}
+
+// run runs gather(n) then op(n), timing each, for n in [0, b.N).
+func (pr *paired) run(b *testing.B, gather, op func(n int)) {
+	for n := 0; n < b.N; n++ {
+		t0 := time.Now()
+		gather(n)
+		t1 := time.Now()
+		op(n)
+		pr.op += time.Since(t1)
+		pr.gather += t1.Sub(t0)
+	}
+}
+
+// gatherKey names the rate of a gather measured on its own, for x_gather_alone.
+type gatherKey struct {
 	shape   benchShape
 	op      string
 	threads int
 }
 
-var baselineRates = map[rateKey]float64{}
+var gatherAlone, tableRates = map[gatherKey]float64{}, map[gatherKey]float64{}
 
-// report records entries/s and, when the baseline of the same shape, op and thread count ran
-// earlier in this run, the ratio to it.
-func report(b *testing.B, key rateKey, elapsed time.Duration, bytesPerEntry float64, isBaseline bool) {
-	rate := float64(b.N*benchBatch) / elapsed.Seconds()
+// report records the op's entries/s and memory per entry and, when the gather ran alongside,
+// x_gather: the op's rate over the gather's, timed alternately; and x_gather_alone: its rate over
+// that of the gather sub-benchmark, which ran on its own earlier (its flat array's lines stay in
+// the caches between its batches, as the table's cannot, which are 2 to 4 times as many).
+func (pr *paired) report(b *testing.B, key gatherKey, bytesPerEntry float64) {
+	rate := float64(b.N*benchBatch) / pr.op.Seconds()
 	b.ReportMetric(rate, "entries/s")
 	b.ReportMetric(bytesPerEntry, "B/entry")
-	if isBaseline {
-		baselineRates[key] = rate
-	} else if base, ok := baselineRates[key]; ok {
-		b.ReportMetric(rate/base, "x_gather")
+	if pr.gather == 0 {
+		gatherAlone[key] = rate
+		return
 	}
+	b.ReportMetric(pr.gather.Seconds()/pr.op.Seconds(), "x_gather")
+	if alone, ok := gatherAlone[key]; ok {
+		b.ReportMetric(rate/alone, "x_gather_alone")
+	}
+	pr.rate = rate
 }
 
 // BenchmarkLookup: table lookup of 64k random existing ids against the gather of 64k random rows
@@ -141,6 +170,7 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 		grads[i] = float32(i%7) * 0.01
 	}
 	out := make([]float32, benchBatch*dim)
+	gatherOut := make([]float32, benchBatch*dim)
 	qids := make([][]int64, len(batches))
 	for i, pos := range batches {
 		qids[i] = make([]int64, len(pos))
@@ -149,47 +179,53 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 		}
 	}
 
-	// The physical limit: gather random rows of a flat array.
-	{
-		before := heapInUse()
-		flat := make([]float32, shape.entries*dim)
-		for i := range flat {
-			flat[i] = float32(i)
+	// The physical limit: gather random rows of a flat array. It stays allocated to run alongside
+	// every other op (paired).
+	before := heapInUse()
+	flat := make([]float32, shape.entries*dim)
+	for i := range flat {
+		flat[i] = float32(i)
+	}
+	flatPer := float64(heapInUse()-before) / float64(shape.entries)
+	gatherWith := func(th int) func(n int) {
+		return func(n int) {
+			pos := batches[n%len(batches)]
+			chunked(len(pos), th, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					r := int(pos[i]) * dim
+					copy(gatherOut[i*dim:(i+1)*dim], flat[r:r+dim])
+				}
+			})
 		}
-		per := float64(heapInUse()-before) / float64(shape.entries)
+	}
+	for _, th := range threadCounts() {
+		b.Run(fmt.Sprintf("threads=%d/gather", th), func(b *testing.B) {
+			var pr paired
+			pr.run(b, func(int) {}, gatherWith(th))
+			pr.gather = 0
+			pr.report(b, gatherKey{shape, op, th}, flatPer)
+		})
+	}
+	if op == "apply" {
+		state := make([]float32, shape.entries*dim)
+		rows := make([]float32, shape.entries*dim)
 		for _, th := range threadCounts() {
-			b.Run(fmt.Sprintf("threads=%d/gather", th), func(b *testing.B) {
-				start := time.Now()
-				for n := 0; n < b.N; n++ {
+			b.Run(fmt.Sprintf("threads=%d/flat_adagrad", th), func(b *testing.B) {
+				var pr paired
+				pr.run(b, gatherWith(th), func(n int) {
 					pos := batches[n%len(batches)]
 					chunked(len(pos), th, func(lo, hi int) {
 						for i := lo; i < hi; i++ {
 							r := int(pos[i]) * dim
-							copy(out[i*dim:(i+1)*dim], flat[r:r+dim])
+							opt.Apply(rows[r:r+dim], state[r:r+dim], grads[i*dim:(i+1)*dim], lr(0.01), 0)
 						}
 					})
-				}
-				report(b, rateKey{shape, op, th}, time.Since(start), per, true)
+				})
+				pr.report(b, gatherKey{shape, op, th}, 2*flatPer)
 			})
 		}
-		if op == "apply" {
-			state := make([]float32, shape.entries*dim)
-			for _, th := range threadCounts() {
-				b.Run(fmt.Sprintf("threads=%d/flat_adagrad", th), func(b *testing.B) {
-					start := time.Now()
-					for n := 0; n < b.N; n++ {
-						pos := batches[n%len(batches)]
-						chunked(len(pos), th, func(lo, hi int) {
-							for i := lo; i < hi; i++ {
-								r := int(pos[i]) * dim
-								opt.Apply(flat[r:r+dim], state[r:r+dim], grads[i*dim:(i+1)*dim], lr(0.01), 0)
-							}
-						})
-					}
-					report(b, rateKey{shape, op, th}, time.Since(start), 2*per, false)
-				})
-			}
-		}
+		runtime.KeepAlive(rows)
+		runtime.KeepAlive(state)
 	}
 
 	// The table.
@@ -205,21 +241,23 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 		}
 		per := float64(heapInUse()-before) / float64(shape.entries)
 		b.Logf("%s table: %.1f B/entry by heap, %.1f by MemoryBytes", shape, per, float64(tb.MemoryBytes())/float64(shape.entries))
+		tableOp := func(n int) {
+			q := qids[n%len(qids)]
+			if op == "lookup" {
+				if hits, err := tb.Lookup(q, out); err != nil || hits != len(q) {
+					b.Fatalf("lookup: %d hits of %d, %v", hits, len(q), err)
+				}
+			} else if err := tb.Apply(q, grads, lr(0.01), int64(n), 2); err != nil {
+				b.Fatal(err)
+			}
+		}
 		for _, th := range threadCounts() {
 			b.Run(fmt.Sprintf("threads=%d/table", th), func(b *testing.B) {
 				tb.SetWorkers(th)
-				start := time.Now()
-				for n := 0; n < b.N; n++ {
-					q := qids[n%len(qids)]
-					if op == "lookup" {
-						if hits, err := tb.Lookup(q, out); err != nil || hits != len(q) {
-							b.Fatalf("lookup: %d hits of %d, %v", hits, len(q), err)
-						}
-					} else if err := tb.Apply(q, grads, lr(0.01), int64(n), 2); err != nil {
-						b.Fatal(err)
-					}
-				}
-				report(b, rateKey{shape, op, th}, time.Since(start), per, false)
+				var pr paired
+				pr.run(b, gatherWith(th), tableOp)
+				pr.report(b, gatherKey{shape, op, th}, per)
+				tableRates[gatherKey{shape, op, th}] = pr.rate
 			})
 		}
 		if op == "apply" {
@@ -232,11 +270,9 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 					tb.SetWorkers(th)
 					var taking time.Duration
 					taken := 0
-					start := time.Now()
-					for n := 0; n < b.N; n++ {
-						if err := tb.Apply(qids[n%len(qids)], grads, lr(0.01), int64(n), 2); err != nil {
-							b.Fatal(err)
-						}
+					var pr paired
+					pr.run(b, gatherWith(th), func(n int) {
+						tableOp(n)
 						if (n+1)%trackedTakeEvery == 0 || n == b.N-1 {
 							t0 := time.Now()
 							k, err := tb.TakeTouched(benchBatch, func([]int64, []float32) error { return nil })
@@ -246,8 +282,9 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 							taken += k
 							taking += time.Since(t0)
 						}
-					}
-					report(b, rateKey{shape, op, th}, time.Since(start)-taking, per, false)
+					})
+					pr.op -= taking
+					pr.report(b, gatherKey{shape, op, th}, per)
 					b.ReportMetric(float64(taken)/taking.Seconds(), "take_entries/s")
 				})
 			}
@@ -274,8 +311,8 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 		per := float64(heapInUse()-before) / float64(shape.entries)
 		for _, th := range threadCounts() {
 			b.Run(fmt.Sprintf("threads=%d/gomap", th), func(b *testing.B) {
-				start := time.Now()
-				for n := 0; n < b.N; n++ {
+				var pr paired
+				pr.run(b, gatherWith(th), func(n int) {
 					q := qids[n%len(qids)]
 					chunked(len(q), th, func(lo, hi int) {
 						for i := lo; i < hi; i++ {
@@ -290,10 +327,14 @@ func benchOp(b *testing.B, shape benchShape, op string) {
 							}
 						}
 					})
+				})
+				pr.report(b, gatherKey{shape, op, th}, per)
+				if table, ok := tableRates[gatherKey{shape, op, th}]; ok {
+					b.ReportMetric(table/pr.rate, "x_table_over_map")
 				}
-				report(b, rateKey{shape, op, th}, time.Since(start), per, false)
 			})
 		}
 		runtime.KeepAlive(m)
 	}
+	runtime.KeepAlive(flat)
 }
