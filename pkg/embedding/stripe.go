@@ -5,18 +5,17 @@ import (
 	"unsafe"
 )
 
-// A stripe keeps its entries in an open-addressing table with linear probing whose slots hold the
-// entries themselves: a 16-byte header (id, last update time, used flag), the embedding, then the
-// optimizer state, all in one []float32 arena. A lookup of an id in its home slot thus reads one
-// place in memory (two adjacent cache lines for a 16-float embedding), as a plain gather of the
-// row would, and an update finds the state next to the embedding; an index pointing into a row
-// store costs a second, dependent cache miss per id. Measured on the machine this was written on
-// (1M random ids, cold cache): a separate index reached a third of a gather's rate; buckets of 7
-// headers followed by their embeddings, the same; slots with inline embeddings, 0.5 to 0.7 of
-// it once their lines are prefetched a few blocks ahead (prefetch_amd64.s). The price is memory:
-// empty slots (a quarter to five eighths of them) are as large as full ones.
+// A stripe keeps its entries in an open-addressing table with linear probing, in two parallel
+// arrays indexed by slot: the 16-byte headers (id, last update time, used flag), four to a cache
+// line, and the rows (the embedding, then the optimizer state). The home slot of an id is known
+// from its hash alone, so its header line and its row can be fetched at the same time, and a row
+// of 16 floats with 16 of state is exactly two aligned cache lines (a header inside the row made
+// it three). Probing reads the compact headers, which hold a displaced id's slot on the home line
+// most of the time. An index pointing into a row store would cost a second, dependent miss per id;
+// measured on the machine this was written on (1M random ids, cold cache), it reached a third of
+// a gather's rate. The price is memory: empty slots (a quarter to five eighths of them) are as
+// large as full ones.
 const (
-	slotHeaderFloats = 4
 	// A stripe grows (doubling its slots) before more than maxLoadNum/maxLoadDen of them are
 	// used.
 	maxLoadNum = 3
@@ -27,7 +26,7 @@ const (
 	touchedBit = 2
 )
 
-// slotHeader is the first 16 bytes of a slot.
+// slotHeader is a slot's header.
 type slotHeader struct {
 	key int64
 	// ts is the entry's last update time in seconds (uint32, as the reference's entries keep it).
@@ -36,7 +35,7 @@ type slotHeader struct {
 }
 
 func init() {
-	if unsafe.Sizeof(slotHeader{}) != slotHeaderFloats*4 {
+	if unsafe.Sizeof(slotHeader{}) != 16 {
 		panic("embedding: slot header is not 16 bytes")
 	}
 }
@@ -47,8 +46,10 @@ const minSlots = 8
 // stripe is one lock's share of the table: the ids whose hash's top bits select it.
 type stripe struct {
 	mu sync.RWMutex
-	// arena holds nslots slots of the table's slot stride; nslots is 0 or a power of two.
-	arena  []float32
+	// hdrs and rows hold nslots slots (rows of the table's row stride); nslots is 0 or a power
+	// of two.
+	hdrs   []slotHeader
+	rows   []float32
 	nslots int
 	count  int
 	// touched lists the ids whose touchedBit was set, in that order (touched.go).
@@ -59,14 +60,11 @@ type stripe struct {
 
 // geom is the table's slot geometry, which every stripe operation needs.
 type geom struct {
-	dim, stateSize, slotStride int
+	dim, stateSize, rowStride int
 }
 
 func newGeom(dim, stateSize int) geom {
-	// An even stride keeps every header 8-byte aligned (the arena's start is), which platforms
-	// other than amd64 may need for the int64 id.
-	stride := (slotHeaderFloats + dim + stateSize + 1) &^ 1
-	return geom{dim: dim, stateSize: stateSize, slotStride: stride}
+	return geom{dim: dim, stateSize: stateSize, rowStride: dim + stateSize}
 }
 
 // mix is the hash of an id (MurmurHash3's 64-bit finalizer): ids are often structured (a slot in
@@ -83,9 +81,7 @@ func mix(id int64) uint64 {
 }
 
 // hdr returns slot p's header.
-func (s *stripe) hdr(g geom, p int) *slotHeader {
-	return (*slotHeader)(unsafe.Pointer(&s.arena[p*g.slotStride]))
-}
+func (s *stripe) hdr(_ geom, p int) *slotHeader { return &s.hdrs[p] }
 
 // home is the home slot of hash h (the stripe has slots).
 func (s *stripe) home(h uint64) int { return int(h) & (s.nslots - 1) }
@@ -109,8 +105,8 @@ func (s *stripe) find(g geom, id int64, h uint64) int {
 
 // emb returns the embedding of slot p.
 func (s *stripe) emb(g geom, p int) []float32 {
-	off := p*g.slotStride + slotHeaderFloats
-	return s.arena[off : off+g.dim : off+g.dim]
+	off := p * g.rowStride
+	return s.rows[off : off+g.dim : off+g.dim]
 }
 
 // reserve makes room for n more entries, growing the table when its load would pass its bound,
@@ -129,21 +125,23 @@ func (s *stripe) reserve(g geom, n int) {
 
 // rehash moves every entry into a new table of ns slots (a power of two that holds them).
 func (s *stripe) rehash(g geom, ns int) {
-	old, oldN := s.arena, s.nslots
-	s.arena = make([]float32, ns*g.slotStride)
+	oldH, oldR, oldN := s.hdrs, s.rows, s.nslots
+	s.hdrs = make([]slotHeader, ns)
+	s.rows = make([]float32, ns*g.rowStride)
 	s.nslots = ns
 	mask := ns - 1
+	rs := g.rowStride
 	for q := 0; q < oldN; q++ {
-		off := q * g.slotStride
-		hd := (*slotHeader)(unsafe.Pointer(&old[off]))
+		hd := &oldH[q]
 		if hd.meta&usedBit == 0 {
 			continue
 		}
 		p := int(mix(hd.key)) & mask
-		for s.hdr(g, p).meta&usedBit != 0 {
+		for s.hdrs[p].meta&usedBit != 0 {
 			p = (p + 1) & mask
 		}
-		copy(s.arena[p*g.slotStride:(p+1)*g.slotStride], old[off:off+g.slotStride])
+		s.hdrs[p] = *hd
+		copy(s.rows[p*rs:(p+1)*rs], oldR[q*rs:(q+1)*rs])
 	}
 }
 
@@ -181,7 +179,9 @@ func (s *stripe) remove(g geom, p int) {
 		} else if i < home || home <= j {
 			continue
 		}
-		copy(s.arena[i*g.slotStride:(i+1)*g.slotStride], s.arena[j*g.slotStride:(j+1)*g.slotStride])
+		s.hdrs[i] = *hj
+		rs := g.rowStride
+		copy(s.rows[i*rs:(i+1)*rs], s.rows[j*rs:(j+1)*rs])
 		i = j
 	}
 	*s.hdr(g, i) = slotHeader{}
@@ -190,20 +190,30 @@ func (s *stripe) remove(g geom, p int) {
 
 // state returns the optimizer state of slot p (empty when the optimizer keeps none).
 func (s *stripe) state(g geom, p int) []float32 {
-	off := p*g.slotStride + slotHeaderFloats + g.dim
-	return s.arena[off : off+g.stateSize : off+g.stateSize]
+	off := p*g.rowStride + g.dim
+	return s.rows[off : off+g.stateSize : off+g.stateSize]
 }
 
-// slotLines stores the address of each cache line of slot p in addrs from k on (as far as addrs
-// has room) and returns the new k.
-func (s *stripe) slotLines(g geom, p int, addrs []uintptr, k int) int {
-	base := p * g.slotStride
-	for off := 0; off < g.slotStride && k < len(addrs); off += cacheLineFloats {
-		addrs[k] = uintptr(unsafe.Pointer(&s.arena[base+off]))
+// rowLines stores the address of each cache line of slot p's row (embedding and optimizer state)
+// in addrs from k on (as far as addrs has room) and returns the new k.
+func (s *stripe) rowLines(g geom, p int, addrs []uintptr, k int) int {
+	return lines(s.rows[p*g.rowStride:(p+1)*g.rowStride], addrs, k)
+}
+
+// embLines is rowLines for the embedding alone.
+func (s *stripe) embLines(g geom, p int, addrs []uintptr, k int) int {
+	return lines(s.emb(g, p), addrs, k)
+}
+
+// lines stores the address of each cache line of v (not empty) in addrs from k on, as far as
+// addrs has room, and returns the new k.
+func lines(v []float32, addrs []uintptr, k int) int {
+	for off := 0; off < len(v) && k < len(addrs); off += cacheLineFloats {
+		addrs[k] = uintptr(unsafe.Pointer(&v[off]))
 		k++
 	}
 	if k < len(addrs) {
-		addrs[k] = uintptr(unsafe.Pointer(&s.arena[base+g.slotStride-1]))
+		addrs[k] = uintptr(unsafe.Pointer(&v[len(v)-1]))
 		k++
 	}
 	return k
@@ -223,8 +233,10 @@ func (s *stripe) each(g geom, fn func(hd *slotHeader, p int) bool) {
 
 // reset empties the stripe and drops its memory.
 func (s *stripe) reset() {
-	s.arena, s.nslots, s.count, s.touched = nil, 0, 0, nil
+	s.hdrs, s.rows, s.nslots, s.count, s.touched = nil, nil, 0, 0, nil
 }
 
 // memoryBytes is what the stripe's slots occupy.
-func (s *stripe) memoryBytes() int64 { return int64(cap(s.arena)) * 4 }
+func (s *stripe) memoryBytes() int64 {
+	return int64(cap(s.hdrs))*int64(unsafe.Sizeof(slotHeader{})) + int64(cap(s.rows))*4
+}
