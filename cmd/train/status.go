@@ -5,19 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/monolith-go/monolith/internal/buildinfo"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
+	"github.com/monolith-go/monolith/pkg/promstatus"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 )
 
@@ -57,7 +53,7 @@ func startStatus(addr, model string, stdout io.Writer, log *slog.Logger) (*statu
 		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
 	}
 	s := &status{
-		reg:            prometheus.NewRegistry(),
+		reg:            promstatus.NewRegistry(),
 		globalStep:     gauge("global_step", "The training's global step."),
 		loss:           gauge("loss", "Mean log loss of the training batches of the last progress interval (before each step's update)."),
 		trainAUC:       gauge("train_auc", "AUC of the training predictions since the start (before each step's update; dnn)."),
@@ -76,12 +72,11 @@ func startStatus(addr, model string, stdout io.Writer, log *slog.Logger) (*statu
 			Help: "Latency of the dense gradients' allreduce on PS 0, waiting for the other workers included (dnn, several workers).", Buckets: latencyBuckets}),
 	}
 	s.reg.MustRegister(s.globalStep, s.loss, s.trainAUC, s.examplesPerSec, s.evalAUC, s.evalLoss, s.examples, s.readSeconds,
-		s.lookup, s.apply, s.allreduce, phaseCollector{s},
-		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		s.lookup, s.apply, s.allreduce, phaseCollector{s})
 	if addr == "" {
 		return s, nil
 	}
-	srv, err := agentstatus.Listen(addr, s.handler(), log)
+	srv, err := agentstatus.Listen(addr, promstatus.Handler(s.reg), log)
 	if err != nil {
 		return nil, err
 	}
@@ -106,21 +101,6 @@ func (s *status) stop(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusStopTimeout)
 	defer cancel()
 	s.srv.Stop(ctx)
-}
-
-func (s *status) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
 }
 
 // watch makes the dnn model's Stats part of the metrics.

@@ -2,16 +2,13 @@ package modelserver
 
 import (
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 
-	"github.com/monolith-go/monolith/internal/buildinfo"
+	"github.com/monolith-go/monolith/pkg/promstatus"
 )
 
 // Namespace prefixes every metric of the model server.
@@ -40,7 +37,7 @@ type Metrics struct {
 // collectors on a new registry.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg: promstatus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "requests_total",
 			Help: "Requests handled, by model, signature (Predict), method and gRPC status code."}, []string{"model", "signature", "method", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "request_duration_seconds",
@@ -52,8 +49,7 @@ func NewMetrics() *Metrics {
 			Help:    "Time to load a version, by model.",
 			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"model"}),
 	}
-	m.reg.MustRegister(m.requests, m.seconds, m.loads, m.loadSeconds, stateCollector{m},
-		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.requests, m.seconds, m.loads, m.loadSeconds, stateCollector{m})
 	return m
 }
 
@@ -126,19 +122,4 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 // StatusHandler serves the status endpoint: /metrics (Prometheus; 404 without metrics), /healthz
 // (200 "ok" while the process serves) and Go's /debug/pprof/.
-func StatusHandler(m *Metrics) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
-	})
-	if m != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	}
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
+func StatusHandler(m *Metrics) http.Handler { return promstatus.Handler(m.Registry()) }

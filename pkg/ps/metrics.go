@@ -1,21 +1,14 @@
 package ps
 
 import (
-	"context"
 	"net/http"
-	"net/http/pprof"
 	"strconv"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
-	"github.com/monolith-go/monolith/internal/buildinfo"
+	"github.com/monolith-go/monolith/pkg/promstatus"
 )
 
 // Namespace prefixes every metric of the parameter server.
@@ -25,9 +18,8 @@ const Namespace = "monolith_ps"
 // each table's entries, memory and traffic (read from the server when scraped). Methods do nothing
 // on a nil *Metrics.
 type Metrics struct {
-	reg        *prometheus.Registry
-	rpcs       *prometheus.CounterVec
-	rpcSeconds *prometheus.HistogramVec
+	reg  *prometheus.Registry
+	rpcs *promstatus.RPCMetrics
 
 	mu      sync.Mutex
 	servers []*Server
@@ -36,16 +28,9 @@ type Metrics struct {
 // NewMetrics registers the metrics, the build info gauge and the Go runtime and process
 // collectors on a new registry.
 func NewMetrics() *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "rpc_requests_total",
-			Help: "ParameterServer RPCs handled, by method and gRPC status code."}, []string{"method", "code"}),
-		rpcSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "rpc_duration_seconds",
-			Help:    "ParameterServer RPC latency, by method.",
-			Buckets: prometheus.ExponentialBuckets(.0001, 2.5, 14)}, []string{"method"}),
-	}
-	m.reg.MustRegister(m.rpcs, m.rpcSeconds, tableCollector{m},
-		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{reg: promstatus.NewRegistry()}
+	m.rpcs = promstatus.NewRPCMetrics(m.reg, Namespace, "ParameterServer", prometheus.ExponentialBuckets(.0001, 2.5, 14))
+	m.reg.MustRegister(tableCollector{m})
 	return m
 }
 
@@ -69,17 +54,11 @@ func (m *Metrics) watch(s *Server) {
 
 // UnaryServerInterceptor counts and times the RPCs, by method and status code.
 func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if m == nil {
-			return handler(ctx, req)
-		}
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-		m.rpcSeconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
-		m.rpcs.WithLabelValues(method, status.Code(err).String()).Inc()
-		return resp, err
+	var rpcs *promstatus.RPCMetrics // nil without metrics: calls pass through
+	if m != nil {
+		rpcs = m.rpcs
 	}
+	return rpcs.UnaryServerInterceptor()
 }
 
 // Table metrics, read from the servers' tables at each scrape.
@@ -117,19 +96,4 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 
 // StatusHandler serves the server's status endpoint: /metrics (Prometheus), /healthz (200 "ok"
 // while the process serves) and Go's /debug/pprof/.
-func StatusHandler(m *Metrics) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
-	})
-	if m != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
-	}
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
+func StatusHandler(m *Metrics) http.Handler { return promstatus.Handler(m.Registry()) }

@@ -1,18 +1,13 @@
 package agentstatus
 
 import (
-	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
-	"github.com/monolith-go/monolith/internal/buildinfo"
+	"github.com/monolith-go/monolith/pkg/promstatus"
 	"github.com/monolith-go/monolith/pkg/zk"
 )
 
@@ -25,8 +20,7 @@ const Namespace = "monolith_agent"
 type Metrics struct {
 	reg *prometheus.Registry
 
-	rpcs          *prometheus.CounterVec
-	rpcSeconds    *prometheus.HistogramVec
+	rpcs          *promstatus.RPCMetrics
 	reloads       *prometheus.CounterVec
 	reloadSeconds prometheus.Histogram
 	layouts       *prometheus.CounterVec
@@ -47,12 +41,7 @@ type Metrics struct {
 // runtime and process collectors, on a new registry.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "rpc_requests_total",
-			Help: "AgentService RPCs handled, by method and gRPC status code."}, []string{"method", "code"}),
-		rpcSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "rpc_duration_seconds",
-			Help:    "AgentService RPC latency, by method.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}, []string{"method"}),
+		reg: promstatus.NewRegistry(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tfs_reloads_total",
 			Help: "Model server configs sent to TF Serving (HandleReloadConfigRequest), by result (ok, error)."}, []string{"result"}),
 		reloadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "tfs_reload_duration_seconds",
@@ -84,9 +73,10 @@ func NewMetrics() *Metrics {
 		mmStores: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "model_manager_delay_seconds",
 			Help: "The model manager's delays (version.delay, update.delay), by name and model."}, []string{"name", "model"}),
 	}
-	m.reg.MustRegister(m.rpcs, m.rpcSeconds, m.reloads, m.reloadSeconds, m.layouts, m.skipped, m.syncs, m.reports,
-		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores, m.copySeconds, m.copyBytes,
-		buildinfo.Gauge(buildinfo.Read()), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.rpcs = promstatus.NewRPCMetrics(m.reg, Namespace, "AgentService",
+		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1})
+	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.layouts, m.skipped, m.syncs, m.reports,
+		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores, m.copySeconds, m.copyBytes)
 	return m
 }
 
@@ -99,12 +89,7 @@ func (m *Metrics) Registry() *prometheus.Registry {
 }
 
 // Handler serves the metrics in the Prometheus text format; nil Metrics serve 404.
-func (m *Metrics) Handler() http.Handler {
-	if m == nil {
-		return http.NotFoundHandler()
-	}
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
+func (m *Metrics) Handler() http.Handler { return promstatus.MetricsHandler(m.Registry()) }
 
 func result(err error) string {
 	if err != nil {
@@ -116,21 +101,12 @@ func result(err error) string {
 // UnaryServerInterceptor counts and times the gRPC calls of a server (the AgentService), by the
 // method's short name and the status code of its answer.
 func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if m == nil {
-			return handler(ctx, req)
-		}
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		method := shortMethod(info.FullMethod)
-		m.rpcSeconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
-		m.rpcs.WithLabelValues(method, status.Code(err).String()).Inc()
-		return resp, err
+	var rpcs *promstatus.RPCMetrics // nil without metrics: calls pass through
+	if m != nil {
+		rpcs = m.rpcs
 	}
+	return rpcs.UnaryServerInterceptor()
 }
-
-// shortMethod is "HeartBeat" for "/monolith.serving.agent_service.AgentService/HeartBeat".
-func shortMethod(full string) string { return full[strings.LastIndexByte(full, '/')+1:] }
 
 // ObserveReload records one TF Serving reload and how long it took.
 func (m *Metrics) ObserveReload(d time.Duration, err error) {
