@@ -1,14 +1,10 @@
 package modelserver
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,8 +13,9 @@ import (
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/grpcstop"
+	"github.com/monolith-go/monolith/pkg/grpcrun"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/tfs/configpoll"
 )
 
 // MaxMessageBytes bounds the gRPC messages the server takes and sends (TF Serving sets no bound; a
@@ -52,19 +49,8 @@ type Server struct {
 	opts Options
 	cfg  *servingconfig.ModelServerConfig
 	log  *slog.Logger
-	lis  net.Listener
-	grpc *grpc.Server
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	served   chan struct{}
-	serveErr error
-	lastConf []byte
+	run  *grpcrun.Runner
+	conf *configpoll.Poller // polls Options.ConfigFile (when set); remembers the content last applied
 }
 
 // ReadConfig reads a ModelServerConfig in text format (a --model_config_file); a missing file is an
@@ -112,13 +98,10 @@ func New(cfg *servingconfig.ModelServerConfig, opts Options) (*Server, error) {
 	if err := CheckConfig(cfg.GetModelConfigList().GetConfig()); err != nil {
 		return nil, errkind.Wrap(errkind.Value, fmt.Errorf("model server config: %w", err))
 	}
-	addr := opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	run, err := grpcrun.Listen("model server", opts.Addr, gs, log)
 	if err != nil {
-		return nil, fmt.Errorf("model server: listen: %w", err)
+		return nil, err
 	}
 	mopts := opts.Manager
 	if mopts.Logger == nil {
@@ -128,19 +111,16 @@ func New(cfg *servingconfig.ModelServerConfig, opts Options) (*Server, error) {
 		mopts.Metrics = opts.Metrics
 	}
 	s := &Server{
-		mgr:      NewManager(mopts),
-		opts:     opts,
-		cfg:      cfg,
-		log:      log,
-		lis:      lis,
-		grpc:     grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)),
-		served:   make(chan struct{}),
-		lastConf: lastConf,
+		mgr:  NewManager(mopts),
+		opts: opts,
+		cfg:  cfg,
+		log:  log,
+		run:  run,
 	}
+	s.conf = configpoll.New(opts.ConfigFile, lastConf, s.applyConfig, log)
 	opts.Metrics.Watch(s.mgr)
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	servingapis.RegisterModelServiceServer(s.grpc, &modelService{mgr: s.mgr, metrics: opts.Metrics})
-	servingapis.RegisterPredictionServiceServer(s.grpc, &predictionService{mgr: s.mgr, metrics: opts.Metrics})
+	servingapis.RegisterModelServiceServer(gs, &modelService{mgr: s.mgr, metrics: opts.Metrics})
+	servingapis.RegisterPredictionServiceServer(gs, &predictionService{mgr: s.mgr, metrics: opts.Metrics})
 	return s, nil
 }
 
@@ -148,122 +128,38 @@ func New(cfg *servingconfig.ModelServerConfig, opts Options) (*Server, error) {
 func (s *Server) Manager() *Manager { return s.mgr }
 
 // Addr returns the address the server listens on (host:port).
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+func (s *Server) Addr() string { return s.run.Addr() }
 
 // Start applies the initial config (its versions start loading in the background), serves gRPC
 // and starts the polling loops; it returns at once. A server starts once.
 func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.stopped {
-		return errkind.New(errkind.Runtime, "model server: already started or stopped")
-	}
-	s.started = true
-	if err := s.mgr.Reload(s.cfg.GetModelConfigList().GetConfig()); err != nil {
-		return err // checked in New: cannot happen
-	}
-	go func() {
-		err := s.grpc.Serve(s.lis)
-		if errors.Is(err, grpc.ErrServerStopped) {
-			err = nil
+	return s.run.Start(func(every grpcrun.Every) error {
+		if err := s.mgr.Reload(s.cfg.GetModelConfigList().GetConfig()); err != nil {
+			return err // checked in New: cannot happen
 		}
-		s.mu.Lock()
-		s.serveErr = err
-		s.mu.Unlock()
-		close(s.served)
-	}()
-	s.every(s.opts.FileSystemPollInterval, s.mgr.Sync)
-	if s.opts.ConfigFile != "" {
-		s.every(s.opts.ConfigPollInterval, s.pollConfig)
+		every(s.opts.FileSystemPollInterval, s.mgr.Sync)
+		if s.opts.ConfigFile != "" {
+			// A changed file is applied; one that cannot be read or parsed, or an empty one (caught
+			// between a truncate and a write), changes nothing.
+			every(s.opts.ConfigPollInterval, s.conf.Poll)
+		}
+		return nil
+	})
+}
+
+// applyConfig reloads the manager with the config file's new config.
+func (s *Server) applyConfig(cfg *servingconfig.ModelServerConfig) error {
+	if err := s.mgr.Reload(cfg.GetModelConfigList().GetConfig()); err != nil {
+		return err
 	}
-	s.log.Info("model server serving", "addr", s.Addr())
+	s.log.Info("model config file changed; applied", "file", s.opts.ConfigFile)
 	return nil
 }
 
-// every runs fn every d (when d is positive) until the server stops.
-func (s *Server) every(d time.Duration, fn func()) {
-	if d <= 0 {
-		return
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-				fn()
-			}
-		}
-	}()
-}
-
-// pollConfig re-reads the config file and applies it when it changed. A file that cannot be read
-// or parsed, or an empty one (caught between a truncate and a write), changes nothing.
-func (s *Server) pollConfig() {
-	data, err := os.ReadFile(s.opts.ConfigFile)
-	if err != nil {
-		s.log.Error("poll model config file", "file", s.opts.ConfigFile, "err", err)
-		return
-	}
-	s.mu.Lock()
-	same := bytes.Equal(data, s.lastConf)
-	s.mu.Unlock()
-	if same || len(bytes.TrimSpace(data)) == 0 {
-		return
-	}
-	cfg := &servingconfig.ModelServerConfig{}
-	if err := prototext.Unmarshal(data, cfg); err != nil {
-		s.log.Error("poll model config file", "file", s.opts.ConfigFile, "err", err)
-		return
-	}
-	if err := s.mgr.Reload(cfg.GetModelConfigList().GetConfig()); err != nil {
-		s.log.Error("poll model config file", "file", s.opts.ConfigFile, "err", err)
-		return
-	}
-	s.mu.Lock()
-	s.lastConf = data
-	s.mu.Unlock()
-	s.log.Info("model config file changed; applied", "file", s.opts.ConfigFile)
-}
-
 // Wait blocks until the server stops serving and returns why (nil after Stop).
-func (s *Server) Wait() error {
-	<-s.served
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.serveErr
-}
+func (s *Server) Wait() error { return s.run.Wait() }
 
 // Stop stops the polling loops and gRPC (requests in flight finish until ctx ends, then
 // connections close), then unloads every version and waits for the loads and unloads to end
 // (until ctx ends). Stopping twice is harmless.
-func (s *Server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		if s.started {
-			return s.Wait()
-		}
-		return nil
-	}
-	s.stopped = true
-	started := s.started
-	s.mu.Unlock()
-
-	s.cancel()
-	if grpcstop.Graceful(ctx, s.grpc) {
-		s.log.Warn("model server: graceful stop timed out; closed the connections")
-	}
-	s.wg.Wait()
-	closeErr := s.mgr.Close(ctx)
-	if !started {
-		_ = s.lis.Close() // Serve never took it over
-		close(s.served)
-		return closeErr
-	}
-	return errors.Join(s.Wait(), closeErr)
-}
+func (s *Server) Stop(ctx context.Context) error { return s.run.Stop(ctx, s.mgr.Close) }

@@ -1,22 +1,18 @@
 package faketfs
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -24,8 +20,9 @@ import (
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/grpcstop"
+	"github.com/monolith-go/monolith/pkg/grpcrun"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/tfs/configpoll"
 )
 
 // DefaultNewVersionInterval is how often the reference adds a version to a random model.
@@ -59,19 +56,8 @@ type Server struct {
 	mgr  *ModelMgr
 	opts Options
 	log  *slog.Logger
-	lis  net.Listener
-	grpc *grpc.Server
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	served   chan struct{} // closed when Serve returned
-	serveErr error
-	lastConf []byte // the config file's content last applied
+	run  *grpcrun.Runner
+	conf *configpoll.Poller // polls Options.ConfigFile (when set); remembers the content last applied
 }
 
 // New listens on opts.Addr and returns a server whose models are cfg's model_config_list (or,
@@ -93,36 +79,27 @@ func New(cfg *servingconfig.ModelServerConfig, opts Options) (*Server, error) {
 		}
 		lastConf = data
 	}
-	addr := opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
+	gs := grpc.NewServer()
+	run, err := grpcrun.Listen("fake tfs", opts.Addr, gs, log)
 	if err != nil {
-		return nil, fmt.Errorf("fake tfs: listen: %w", err)
+		return nil, err
 	}
 	s := &Server{
-		mgr:      NewModelMgr(cfg.GetModelConfigList().GetConfig(), log),
-		opts:     opts,
-		log:      log,
-		lis:      lis,
-		grpc:     grpc.NewServer(),
-		served:   make(chan struct{}),
-		lastConf: lastConf,
+		mgr:  NewModelMgr(cfg.GetModelConfigList().GetConfig(), log),
+		opts: opts,
+		log:  log,
+		run:  run,
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	servingapis.RegisterModelServiceServer(s.grpc, &modelService{mgr: s.mgr})
-	servingapis.RegisterPredictionServiceServer(s.grpc, &predictionService{mgr: s.mgr})
+	s.conf = configpoll.New(opts.ConfigFile, lastConf, s.applyConfig, log)
+	servingapis.RegisterModelServiceServer(gs, &modelService{mgr: s.mgr})
+	servingapis.RegisterPredictionServiceServer(gs, &predictionService{mgr: s.mgr})
 	return s, nil
 }
 
-// ParseConfig parses a ModelServerConfig in text format (a --model_config_file).
+// ParseConfig parses a ModelServerConfig in text format (a --model_config_file); a bad one is an
+// error of kind Value.
 func ParseConfig(data []byte) (*servingconfig.ModelServerConfig, error) {
-	cfg := &servingconfig.ModelServerConfig{}
-	if err := prototext.Unmarshal(data, cfg); err != nil {
-		return nil, errkind.Wrap(errkind.Value, err)
-	}
-	return cfg, nil
+	return configpoll.Parse(data)
 }
 
 // SingleModelConfig is the config the reference's FakeTFServing(model_name, base_path,
@@ -137,7 +114,7 @@ func SingleModelConfig(name, basePath string, numVersions int64) *servingconfig.
 func (s *Server) Mgr() *ModelMgr { return s.mgr }
 
 // Addr returns the address the server listens on (host:port).
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+func (s *Server) Addr() string { return s.run.Addr() }
 
 // Port returns the port the server listens on.
 func (s *Server) Port() int {
@@ -158,121 +135,39 @@ func (s *Server) Drain() int { return s.mgr.Drain() }
 // Start serves gRPC and starts the loops Options asks for; it returns at once. A server starts
 // once; starting a stopped server is an error of kind Runtime.
 func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.stopped {
-		return errkind.New(errkind.Runtime, "fake tfs: already started or stopped")
-	}
-	s.started = true
-	go func() {
-		err := s.grpc.Serve(s.lis)
-		if errors.Is(err, grpc.ErrServerStopped) {
-			err = nil
+	return s.run.Start(func(every grpcrun.Every) error {
+		every(s.opts.StepInterval, func() { s.mgr.Tick() })
+		if s.opts.NewVersionInterval > 0 {
+			r := rand.New(rand.NewPCG(s.opts.Seed, 0x6d6f6e6f6c697468))
+			every(s.opts.NewVersionInterval, func() {
+				if name, v, ok := s.mgr.NewRandomVersion(r); ok {
+					s.log.Info("simulated a new version", "model", name, "version", v)
+				}
+			})
 		}
-		s.mu.Lock()
-		s.serveErr = err
-		s.mu.Unlock()
-		close(s.served)
-	}()
-	s.every(s.opts.StepInterval, func() { s.mgr.Tick() })
-	if s.opts.NewVersionInterval > 0 {
-		r := rand.New(rand.NewPCG(s.opts.Seed, 0x6d6f6e6f6c697468))
-		s.every(s.opts.NewVersionInterval, func() {
-			if name, v, ok := s.mgr.NewRandomVersion(r); ok {
-				s.log.Info("simulated a new version", "model", name, "version", v)
-			}
-		})
-	}
-	if s.opts.ConfigFile != "" {
-		s.every(s.opts.ConfigPollInterval, s.pollConfig)
-	}
-	s.log.Info("fake tfs serving", "addr", s.Addr())
+		if s.opts.ConfigFile != "" {
+			// A changed file is applied as a reload. One that cannot be read or parsed is logged and
+			// the models are left as they are, as TF Serving does; an empty file is taken for one
+			// being rewritten and skipped.
+			every(s.opts.ConfigPollInterval, s.conf.Poll)
+		}
+		return nil
+	})
+}
+
+// applyConfig reloads the model manager with the config file's new config (a reload cannot fail).
+func (s *Server) applyConfig(cfg *servingconfig.ModelServerConfig) error {
+	removed, loaded := s.mgr.Reload(cfg.GetModelConfigList().GetConfig())
+	s.log.Info("model config file changed", "file", s.opts.ConfigFile, "removed", removed, "loaded", loaded)
 	return nil
 }
 
-// every runs fn every d (when d is positive) until the server stops.
-func (s *Server) every(d time.Duration, fn func()) {
-	if d <= 0 {
-		return
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-				fn()
-			}
-		}
-	}()
-}
-
-// pollConfig re-reads the config file and applies it as a reload when it changed. A file that
-// cannot be read or parsed is logged and the models are left as they are, as TF Serving does; an
-// empty file is taken for one being rewritten and skipped.
-func (s *Server) pollConfig() {
-	data, err := os.ReadFile(s.opts.ConfigFile)
-	if err != nil {
-		s.log.Error("poll model config file", "file", s.opts.ConfigFile, "err", err)
-		return
-	}
-	s.mu.Lock()
-	same := s.lastConf != nil && bytes.Equal(data, s.lastConf)
-	s.mu.Unlock()
-	if same || len(bytes.TrimSpace(data)) == 0 {
-		return // unchanged, or caught between a truncate and a write
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		s.log.Error("poll model config file", "file", s.opts.ConfigFile, "err", err)
-		return
-	}
-	s.mu.Lock()
-	s.lastConf = data
-	s.mu.Unlock()
-	removed, loaded := s.mgr.Reload(cfg.GetModelConfigList().GetConfig())
-	s.log.Info("model config file changed", "file", s.opts.ConfigFile, "removed", removed, "loaded", loaded)
-}
-
 // Wait blocks until the server stops serving and returns why (nil after Stop).
-func (s *Server) Wait() error {
-	<-s.served
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.serveErr
-}
+func (s *Server) Wait() error { return s.run.Wait() }
 
 // Stop stops the loops and the gRPC server: gracefully (in-flight RPCs finish) until ctx is done,
 // then forcibly. It returns the error Serve failed with, if any. Stopping twice is harmless.
-func (s *Server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		if s.started {
-			return s.Wait()
-		}
-		return nil
-	}
-	s.stopped = true
-	started := s.started
-	s.mu.Unlock()
-
-	s.cancel()
-	if grpcstop.Graceful(ctx, s.grpc) {
-		s.log.Warn("fake tfs: graceful stop timed out; closed the connections")
-	}
-	s.wg.Wait()
-	if !started {
-		_ = s.lis.Close() // Serve never took it over
-		close(s.served)
-		return nil
-	}
-	return s.Wait()
-}
+func (s *Server) Stop(ctx context.Context) error { return s.run.Stop(ctx, nil) }
 
 type modelService struct {
 	servingapis.UnimplementedModelServiceServer
