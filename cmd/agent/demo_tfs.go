@@ -11,8 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
-	"github.com/monolith-go/monolith/pkg/errkind"
-	"github.com/monolith-go/monolith/pkg/modelconfig"
+	"github.com/monolith-go/monolith/pkg/agent/v3/inproc"
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/entry"
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
@@ -24,157 +23,51 @@ import (
 const demoEntryTimeout = 5 * time.Second
 
 // modelServerTFS runs the model server (pkg/modelserver, cmd/model_server's core) in the agent's
-// process as its tfs.Process: the agent drives it as it drives tensorflow_model_server (model config
-// file, HandleReloadConfigRequest, GetModelStatus), and its entries find the PS replicas through
-// the agent's HeartBeat, as cmd/model_server's do.
+// process as its tfs.Process (inproc.Process): the agent drives it as it drives
+// tensorflow_model_server (model config file, HandleReloadConfigRequest, GetModelStatus), and its
+// entries find the PS replicas through the agent's HeartBeat, as cmd/model_server's do.
 type modelServerTFS struct {
-	file tfs.FakeWrapper // reads the model config file as TF Serving's wrapper does
-	addr string
-	// agentAddr is the agent's AgentService, asked when an entry first needs its PS replicas (the
-	// agent listens once it has started this server).
-	agentAddr func() string
-	log       *slog.Logger
-
-	mu       sync.Mutex
-	srv      *modelserver.Server
-	loader   *entry.Loader
-	replicas *demoReplicas
-	done     chan struct{}
-	code     int
-	stopped  bool
+	*inproc.Process
 }
 
 var _ tfs.Process = (*modelServerTFS)(nil)
 
+// newModelServerTFS serves modelConfigFile on port once started; agentAddr is the agent's
+// AgentService, asked when an entry first needs its PS replicas (the agent listens once it has
+// started this server).
 func newModelServerTFS(modelConfigFile string, port int, agentAddr func() string, log *slog.Logger) *modelServerTFS {
-	return &modelServerTFS{file: tfs.FakeWrapper{ModelConfigFile: modelConfigFile}, addr: fmt.Sprintf("127.0.0.1:%d", port),
-		agentAddr: agentAddr, log: log}
-}
-
-// Start implements tfs.Process: it listens, loads the model config file's models and serves.
-func (t *modelServerTFS) Start(context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.srv != nil || t.stopped {
-		return errkind.New(errkind.Runtime, "in-process model server: already started or stopped")
-	}
-	metrics := modelserver.NewMetrics()
-	t.replicas = &demoReplicas{addr: t.agentAddr, log: t.log}
-	t.loader = entry.NewLoader(entry.Config{Replicas: t.replicas, Timeout: demoEntryTimeout,
-		Metrics: entry.NewMetrics(metrics.Registry()), Logger: t.log})
-	srv, err := modelserver.New(nil, modelserver.Options{
-		Addr: t.addr,
-		Manager: modelserver.ManagerOptions{
-			Loaders: modelserver.Loaders{modelserver.KindPS: psshard.Load, modelserver.KindEntry: t.loader.Load},
-		},
-		ConfigFile: t.file.ModelConfigFile, FileSystemPollInterval: time.Second, Metrics: metrics, Logger: t.log,
-	})
-	if err == nil {
-		if err = srv.Start(); err != nil {
-			srv.Stop(context.Background())
+	return &modelServerTFS{inproc.NewProcess("in-process model server", modelConfigFile, func() (inproc.Server, func(), error) {
+		metrics := modelserver.NewMetrics()
+		replicas := &demoReplicas{addr: agentAddr, log: log}
+		loader := entry.NewLoader(entry.Config{Replicas: replicas, Timeout: demoEntryTimeout,
+			Metrics: entry.NewMetrics(metrics.Registry()), Logger: log})
+		release := func() {
+			loader.Close()
+			replicas.close()
 		}
-	}
-	if err != nil {
-		t.loader.Close()
-		t.replicas.close()
-		return fmt.Errorf("in-process model server: %w", err)
-	}
-	t.srv, t.done = srv, make(chan struct{})
-	go func() {
-		err := srv.Wait()
-		t.mu.Lock()
+		srv, err := modelserver.New(nil, modelserver.Options{
+			Addr: fmt.Sprintf("127.0.0.1:%d", port),
+			Manager: modelserver.ManagerOptions{
+				Loaders: modelserver.Loaders{modelserver.KindPS: psshard.Load, modelserver.KindEntry: loader.Load},
+			},
+			ConfigFile: modelConfigFile, FileSystemPollInterval: time.Second, Metrics: metrics, Logger: log,
+		})
 		if err != nil {
-			t.code = 1
+			release()
+			return nil, nil, err
 		}
-		t.mu.Unlock()
-		close(t.done)
-	}()
-	return nil
+		return modelServer{srv}, release, nil
+	})}
 }
 
-// Addr is where it listens ("" before Start).
-func (t *modelServerTFS) Addr() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.srv == nil {
-		return ""
-	}
-	return t.srv.Addr()
-}
+// modelServer is the model server as an inproc.Server.
+type modelServer struct{ *modelserver.Server }
 
-// Stop implements tfs.Process: in-flight RPCs get grace to finish, then every version unloads.
-func (t *modelServerTFS) Stop(grace time.Duration) error {
-	t.mu.Lock()
-	srv, done := t.srv, t.done
-	t.stopped = true
-	t.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err := srv.Stop(ctx)
-	<-done
-	t.loader.Close()
-	t.replicas.close()
-	return err
-}
-
-// Exited implements tfs.Process.
-func (t *modelServerTFS) Exited() (bool, int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.done == nil {
-		return false, 0
-	}
-	select {
-	case <-t.done:
-		return true, t.code
-	default:
-		return false, 0
-	}
-}
-
-// Done is closed when the server has stopped (nil before Start), as tfs.Wrapper's.
-func (t *modelServerTFS) Done() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.done
-}
-
-// GRPCRemoteOp reports true: the entries reach the PS replicas over gRPC, so the agent advertises
-// gRPC addresses.
-func (t *modelServerTFS) GRPCRemoteOp() bool { return true }
-
-// ModelConfigText implements tfs.Process.
-func (t *modelServerTFS) ModelConfigText() (string, error) { return t.file.ModelConfigText() }
-
-// ListSavedModels implements tfs.Process.
-func (t *modelServerTFS) ListSavedModels() ([]string, error) { return t.file.ListSavedModels() }
-
-// ListSavedModelsStatus implements tfs.Process as tfs.Wrapper does: for each configured model,
-// its newest AVAILABLE version, else its newest; UNKNOWN when the server has none.
-func (t *modelServerTFS) ListSavedModelsStatus(ctx context.Context) (map[string]*servingapis.ModelVersionStatus, error) {
-	names, err := t.ListSavedModels()
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	srv := t.srv
-	t.mu.Unlock()
-	if srv == nil {
-		return nil, errkind.New(errkind.Runtime, "in-process model server: not started")
-	}
-	out := map[string]*servingapis.ModelVersionStatus{}
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		// A model the server does not know yet (the config not applied) is UNKNOWN.
-		list, _ := srv.Manager().Status(modelconfig.ModelSpec(name, modelconfig.Version{}, nil))
-		out[name] = tfs.NewestAvailable(list)
-	}
-	return out, nil
+// Status is spec's versions; a model the server does not know yet (the config not applied) has
+// none, so the agent sees it UNKNOWN.
+func (s modelServer) Status(spec *servingapis.ModelSpec) []*servingapis.ModelVersionStatus {
+	list, _ := s.Manager().Status(spec)
+	return list
 }
 
 // demoReplicas asks the agent's HeartBeat for the PS replicas (entry.AgentReplicas), starting when
