@@ -4,29 +4,22 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
-	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
-	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
 	"github.com/monolith-go/monolith/pkg/export"
-	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
-	"github.com/monolith-go/monolith/pkg/trainer/dnn"
+	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
 // The demo's model: a small dnn over synthetic click logs, trained in this process on one
-// parameter server (pkg/ps over loopback gRPC, as cmd/train's cluster) and exported with pkg/export
-// onto demoNumPS PS sub-graphs.
+// parameter server (pkg/trainer/inprocess: pkg/ps over loopback gRPC, as cmd/train's cluster) and
+// exported with pkg/export onto demoNumPS PS sub-graphs.
 const (
 	// demoCacheFormat keys the cache: bump it when the model or the export format changes, so an
 	// older demo's export is never served.
@@ -142,45 +135,12 @@ func checkDemoExport(ctx context.Context, base string) (*demoExport, error) {
 func trainDemoModel(ctx context.Context, modelDir, exportBase string, log *slog.Logger) error {
 	start := time.Now()
 	quiet := slog.New(slog.DiscardHandler)
-	g, err := synth.New(demoClickLog)
+	job, err := inprocess.Start(inprocess.Config{Data: demoClickLog, Dim: demoDim, NumPS: 1, Hidden: []int{16, 8}, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	var features []dnn.Feature
-	var tables []*pspb.TableConfig
-	for s := 1; s <= demoClickLog.NumSlots; s++ {
-		name := synth.SlotFeature(s)
-		features = append(features, dnn.Feature{Name: name, Slot: s, Dim: demoDim})
-		tables = append(tables, ps.NewTableConfig(name, demoDim,
-			&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
-				LearningRate: proto.Float32(0.3), InitialAccumulatorValue: proto.Float32(0.1)}}},
-			&initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}}))
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	server, err := ps.Start(lis, ps.Config{Index: 0, NumPS: 1, Tables: tables, Workers: 1, Logger: quiet})
-	if err != nil {
-		lis.Close()
-		return fmt.Errorf("parameter server: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		server.Stop(sctx)
-	}()
-	router, err := ps.NewRouter(ps.RouterConfig{Addrs: []string{server.Addr()}, CallTimeout: 10 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer router.Close()
-	cfg := dnn.Config{Features: features, DenseDim: g.Schema().DenseDim(), Hidden: []int{16, 8}, LearningRate: 0.01,
-		EmbeddingLearningRates: []float32{0.3}, Seed: 1}
-	model, err := dnn.New(cfg, ps.RouterStore{Router: router})
-	if err != nil {
-		return err
-	}
+	defer job.Close()
+	g, router, model := job.Gen, job.Router, job.Model
 	log.Info("demo model: training", "budget", demoTrainBudget, "max_steps", demoMaxSteps, "batch", demoBatch)
 	stream := g.Stream(1)
 	var loss float64

@@ -4,19 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	hashtablepb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table"
-	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
-	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
@@ -24,6 +18,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
+	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
@@ -46,69 +41,24 @@ type job struct {
 	spec     ModelSpec
 	model    *dnn.Model
 	router   *ps.Router
-	servers  []*ps.Running
 	modelDir string
 	cp       *ckptdir.Checkpointer
 	input    *synth.Stream
-}
-
-// tablesConfig is cmd/train's table: Adagrad (initial accumulator 0.1), entries random uniform.
-func tableConfig(name string, dim int) *pspb.TableConfig {
-	return ps.NewTableConfig(name, dim,
-		&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
-			LearningRate: proto.Float32(0.3), InitialAccumulatorValue: proto.Float32(0.1)}}},
-		&initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}})
 }
 
 // newJob starts numPS parameter servers and a model of hidden layers over them; everything stops
 // when the test ends.
 func newJob(t testing.TB, numPS int, hidden []int) *job {
 	t.Helper()
-	g, err := synth.New(clickLog)
+	modelDir := t.TempDir() // removed after the servers stop (cleanups run last first)
+	ij, err := inprocess.Start(inprocess.Config{Data: clickLog, Dim: 4, NumPS: numPS, Hidden: hidden,
+		Now: inprocess.TickingClock(time.Unix(1700000000, 0)), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const dim = 4
-	var features []dnn.Feature
-	var tables []*pspb.TableConfig
-	for s := 1; s <= clickLog.NumSlots; s++ {
-		name := synth.SlotFeature(s)
-		features = append(features, dnn.Feature{Name: name, Slot: s, Dim: dim})
-		tables = append(tables, tableConfig(name, dim))
-	}
-	j := &job{t: t, gen: g, modelDir: t.TempDir(), input: g.Stream(1)}
-	var addrs []string
-	for i := range numPS {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: numPS, Tables: tables, Workers: 1, Logger: quiet})
-		if err != nil {
-			lis.Close()
-			t.Fatal(err)
-		}
-		j.servers = append(j.servers, r)
-		addrs = append(addrs, r.Addr())
-	}
-	t.Cleanup(func() {
-		for _, s := range j.servers {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Stop(ctx)
-			cancel()
-		}
-	})
-	if j.router, err = ps.NewRouter(ps.RouterConfig{Addrs: addrs, CallTimeout: 10 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.router.Close() })
-	cfg := dnn.Config{Features: features, DenseDim: g.Schema().DenseDim(), Hidden: hidden, LearningRate: 0.01,
-		EmbeddingLearningRates: []float32{0.3}, Seed: 1}
-	stamp := time.Unix(1700000000, 0)
-	if j.model, err = dnn.New(cfg, ps.RouterStore{Router: j.router, Now: func() time.Time { stamp = stamp.Add(time.Second); return stamp }}); err != nil {
-		t.Fatal(err)
-	}
-	j.spec = SpecFromDNN(j.model.Config(), g.Schema().Dense)
+	t.Cleanup(ij.Close)
+	j := &job{t: t, gen: ij.Gen, model: ij.Model, router: ij.Router, modelDir: modelDir, input: ij.Gen.Stream(1)}
+	j.spec = SpecFromDNN(j.model.Config(), j.gen.Schema().Dense)
 	if j.cp, err = ckptdir.Open(ckptdir.Options{Dir: j.modelDir, MaxToKeep: 100, Log: quiet}); err != nil {
 		t.Fatal(err)
 	}

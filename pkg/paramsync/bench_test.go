@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
 	"time"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
-	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/export"
-	"github.com/monolith-go/monolith/pkg/modelserver"
+	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
 )
 
@@ -40,27 +37,7 @@ func servingShard(b *testing.B, dims map[string]int) (string, *psshard.Servable)
 		tb.TrackTouched(false)
 	}
 	sv := psshard.New(shard)
-	base := filepath.Join(b.TempDir(), "ps_0")
-	if err := os.MkdirAll(filepath.Join(base, "1"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	mc := modelConfig(b, "bench:ps_0", base)
-	s, err := modelserver.New(&servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{
-		ModelConfigList: &servingconfig.ModelConfigList{Config: []*servingconfig.ModelConfig{mc}}}},
-		modelserver.Options{Manager: modelserver.ManagerOptions{Loaders: modelserver.Loaders{
-			modelserver.KindPS: func(context.Context, modelserver.Source) (modelserver.Servable, error) { return sv, nil }}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
-	waitAvailable(b, s.Manager(), "bench:ps_0")
+	s := exporttest.ServeServable(b, "bench:ps_0", sv)
 	return s.Addr(), sv
 }
 
@@ -130,7 +107,7 @@ func BenchmarkSyncDelay(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			addr, _ := servingShard(b, map[string]int{"t": 16})
-			client := predictionClient(b, addr)
+			client := exporttest.PredictionClient(b, addr)
 			src := newSource(b, map[string]int{"t": 16})
 			// Background updates: 10k other ids touched between pushes, as training would.
 			others := ids(1_000_000, 1_010_000)

@@ -8,18 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
-	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/export"
-	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/entry"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
@@ -47,72 +43,6 @@ func (c *countingSource) started() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.starts
-}
-
-// startModelServer serves models on loopback with the PS loader and, when given, the entry loader.
-func startModelServer(t testing.TB, entryLoader *entry.Loader, models ...*servingconfig.ModelConfig) *modelserver.Server {
-	t.Helper()
-	loaders := modelserver.Loaders{modelserver.KindPS: psshard.Load}
-	if entryLoader != nil {
-		loaders[modelserver.KindEntry] = entryLoader.Load
-	}
-	s, err := modelserver.New(&servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{
-		ModelConfigList: &servingconfig.ModelConfigList{Config: models}}},
-		modelserver.Options{Manager: modelserver.ManagerOptions{Loaders: loaders}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
-	for _, mc := range models {
-		waitAvailable(t, s.Manager(), mc.GetName())
-	}
-	return s
-}
-
-func modelConfig(t testing.TB, name, base string) *servingconfig.ModelConfig {
-	t.Helper()
-	mc, err := modelconfig.ModelConfig(name, base, modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mc
-}
-
-func waitAvailable(t testing.TB, m *modelserver.Manager, name string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := m.Status(&servingapis.ModelSpec{Name: name})
-		if err == nil && len(list) > 0 {
-			switch list[0].GetState() {
-			case modelserver.StateAvailable:
-				return
-			case modelserver.StateEnd:
-				t.Fatalf("%s ended: %s", name, list[0].GetStatus().GetErrorMessage())
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not available: %v %v", name, list, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func predictionClient(t testing.TB, addr string) servingapis.PredictionServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return servingapis.NewPredictionServiceClient(conn)
 }
 
 // servedScores is the served entry's predictions of examples.
@@ -189,11 +119,13 @@ func TestTrainServeSync(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "demo")
 	res := j.Export(ctx, base, 2)
 
-	psServer := startModelServer(t, nil, modelConfig(t, "demo:ps_0", filepath.Join(base, "ps_0")), modelConfig(t, "demo:ps_1", filepath.Join(base, "ps_1")))
+	psServer := exporttest.StartModelServer(t, modelserver.Loaders{modelserver.KindPS: psshard.Load},
+		exporttest.ModelConfig(t, "demo:ps_0", filepath.Join(base, "ps_0")), exporttest.ModelConfig(t, "demo:ps_1", filepath.Join(base, "ps_1")))
 	loader := entry.NewLoader(entry.Config{Replicas: entry.StaticReplicas{"demo:ps_0": {psServer.Addr()}, "demo:ps_1": {psServer.Addr()}}})
 	t.Cleanup(loader.Close)
-	entryServer := startModelServer(t, loader, modelConfig(t, "demo:entry", filepath.Join(base, export.EntrySubGraph)))
-	entryClient, psClient := predictionClient(t, entryServer.Addr()), predictionClient(t, psServer.Addr())
+	entryServer := exporttest.StartModelServer(t, modelserver.Loaders{modelserver.KindPS: psshard.Load, modelserver.KindEntry: loader.Load},
+		exporttest.ModelConfig(t, "demo:entry", filepath.Join(base, export.EntrySubGraph)))
+	entryClient, psClient := exporttest.PredictionClient(t, entryServer.Addr()), exporttest.PredictionClient(t, psServer.Addr())
 
 	exported, err := export.LoadEntry(res.Dirs[export.EntrySubGraph])
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/instance"
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
+	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 )
 
@@ -32,9 +33,9 @@ import (
 type served struct {
 	job    *exporttest.Job
 	base   string
-	ps     [][]*modelServer // ps[shard][replica]
+	ps     [][]*modelserver.Server // ps[shard][replica]
 	agent  *agent
-	entry  *modelServer
+	entry  *modelserver.Server
 	client servingapis.PredictionServiceClient
 }
 
@@ -50,11 +51,12 @@ func serve(t testing.TB, numPS, replicas int, cfg Config) *served {
 	table := map[string][]string{}
 	for i := range numPS {
 		sub := export.PSSubGraph(i)
-		var shard []*modelServer
+		var shard []*modelserver.Server
 		for range replicas {
-			ms := startModelServer(t, nil, modelConfig(t, "demo:"+sub, filepath.Join(s.base, sub)))
+			ms := exporttest.StartModelServer(t, modelserver.Loaders{modelserver.KindPS: psshard.Load},
+				exporttest.ModelConfig(t, "demo:"+sub, filepath.Join(s.base, sub)))
 			shard = append(shard, ms)
-			table["demo:"+sub] = append(table["demo:"+sub], ms.addr())
+			table["demo:"+sub] = append(table["demo:"+sub], ms.Addr())
 		}
 		s.ps = append(s.ps, shard)
 	}
@@ -212,7 +214,7 @@ func TestReplicaGoesAwayMidRequest(t *testing.T) {
 	s := serve(t, 2, 1, Config{Timeout: 30 * time.Second, Retries: 1, Replicas: StaticReplicas{}})
 	// The replica that hangs comes first for both shards (static replicas are tried in order): the
 	// entry's first attempts go to it.
-	replicas := StaticReplicas{"demo:ps_0": {hangAddr, s.ps[0][0].addr()}, "demo:ps_1": {hangAddr, s.ps[1][0].addr()}}
+	replicas := StaticReplicas{"demo:ps_0": {hangAddr, s.ps[0][0].Addr()}, "demo:ps_1": {hangAddr, s.ps[1][0].Addr()}}
 	_, client := entryServer(t, s.base, "demo", Config{Timeout: 30 * time.Second, Retries: 1, Replicas: replicas})
 	examples := s.job.Examples(9, 8)
 	want := s.job.Predict(ctx, examples)
@@ -259,9 +261,9 @@ func TestHungReplica(t *testing.T) {
 		retries  int
 		wantCode codes.Code
 	}{
-		{"retried on the good replica", StaticReplicas{"demo:ps_0": {hangAddr, s.ps[0][0].addr()}, "demo:ps_1": {hangAddr, s.ps[1][0].addr()}}, 1, codes.OK},
-		{"no good replica", StaticReplicas{"demo:ps_0": {hangAddr}, "demo:ps_1": {s.ps[1][0].addr()}}, 2, codes.Unavailable},
-		{"shard unknown", StaticReplicas{"demo:ps_1": {s.ps[1][0].addr()}}, 2, codes.Unavailable},
+		{"retried on the good replica", StaticReplicas{"demo:ps_0": {hangAddr, s.ps[0][0].Addr()}, "demo:ps_1": {hangAddr, s.ps[1][0].Addr()}}, 1, codes.OK},
+		{"no good replica", StaticReplicas{"demo:ps_0": {hangAddr}, "demo:ps_1": {s.ps[1][0].Addr()}}, 2, codes.Unavailable},
+		{"shard unknown", StaticReplicas{"demo:ps_1": {s.ps[1][0].Addr()}}, 2, codes.Unavailable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,21 +307,21 @@ func TestAgentReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Agent v1's keys.
-	s.agent.set(map[string][]string{"ps:0": {s.ps[0][0].addr()}, "ps:1": {s.ps[1][0].addr()}})
+	s.agent.set(map[string][]string{"ps:0": {s.ps[0][0].Addr()}, "ps:1": {s.ps[1][0].Addr()}})
 	_, c1 := entryServer(t, s.base, "demo", Config{Replicas: agentReplicas(t, s.agent)})
 	if _, err := predict(ctx, c1, InputExamples, examples); err != nil {
 		t.Fatalf("with agent v1's keys: %v", err)
 	}
 	// A shard missing, then listed: the first request fails naming what the agent lists, the
 	// next one (after MinRefresh) finds it.
-	s.agent.set(map[string][]string{"demo:ps_0": {s.ps[0][0].addr()}})
+	s.agent.set(map[string][]string{"demo:ps_0": {s.ps[0][0].Addr()}})
 	r := agentReplicas(t, s.agent)
 	_, c2 := entryServer(t, s.base, "demo", Config{Replicas: r, Retries: -1})
 	_, err := predict(ctx, c2, InputExamples, examples)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no replica of demo:ps_1") || !strings.Contains(err.Error(), "demo:ps_0") {
 		t.Errorf("with ps_1 missing: %v", err)
 	}
-	s.agent.set(map[string][]string{"demo:ps_0": {s.ps[0][0].addr()}, "demo:ps_1": {s.ps[1][0].addr()}})
+	s.agent.set(map[string][]string{"demo:ps_0": {s.ps[0][0].Addr()}, "demo:ps_1": {s.ps[1][0].Addr()}})
 	time.Sleep(20 * time.Millisecond)
 	if _, err := predict(ctx, c2, InputExamples, examples); err != nil {
 		t.Errorf("after ps_1 appeared: %v", err)

@@ -10,16 +10,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
-	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/export"
-	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/modelserver"
+	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
 )
 
@@ -27,75 +25,6 @@ func tctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func modelConfig(t testing.TB, name, base string) *servingconfig.ModelConfig {
-	t.Helper()
-	mc, err := modelconfig.ModelConfig(name, base, modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mc
-}
-
-// modelServer runs a model server of models on loopback with the PS loader and, when given, the
-// entry loader; it stops when the test ends (or at stop).
-type modelServer struct {
-	s    *modelserver.Server
-	once sync.Once
-}
-
-func startModelServer(t testing.TB, entryLoader *Loader, models ...*servingconfig.ModelConfig) *modelServer {
-	t.Helper()
-	loaders := modelserver.Loaders{modelserver.KindPS: psshard.Load}
-	if entryLoader != nil {
-		loaders[modelserver.KindEntry] = entryLoader.Load
-	}
-	s, err := modelserver.New(&servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{
-		ModelConfigList: &servingconfig.ModelConfigList{Config: models}}},
-		modelserver.Options{Manager: modelserver.ManagerOptions{Loaders: loaders}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ms := &modelServer{s: s}
-	t.Cleanup(func() { ms.stop(10 * time.Second) })
-	for _, mc := range models {
-		waitAvailable(t, s.Manager(), mc.GetName())
-	}
-	return ms
-}
-
-func (m *modelServer) stop(grace time.Duration) {
-	m.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), grace)
-		defer cancel()
-		m.s.Stop(ctx)
-	})
-}
-
-func (m *modelServer) addr() string { return m.s.Addr() }
-
-func waitAvailable(t testing.TB, m *modelserver.Manager, name string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := m.Status(&servingapis.ModelSpec{Name: name})
-		if err == nil && len(list) > 0 {
-			switch list[0].GetState() {
-			case modelserver.StateAvailable:
-				return
-			case modelserver.StateEnd:
-				t.Fatalf("%s ended: %s", name, list[0].GetStatus().GetErrorMessage())
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not available: %v %v", name, list, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // agent is an AgentService on loopback answering HeartBeat with a table the test sets, as agent
@@ -153,22 +82,13 @@ func agentReplicas(t testing.TB, a *agent) *AgentReplicas {
 
 // entryServer serves base's entry as "<name>:entry" with an entry loader finding PS replicas with
 // replicas.
-func entryServer(t testing.TB, base, name string, cfg Config) (*modelServer, servingapis.PredictionServiceClient) {
+func entryServer(t testing.TB, base, name string, cfg Config) (*modelserver.Server, servingapis.PredictionServiceClient) {
 	t.Helper()
 	l := NewLoader(cfg)
 	t.Cleanup(l.Close) // after the server's stop (cleanups run last first)
-	ms := startModelServer(t, l, modelConfig(t, name+":entry", filepath.Join(base, export.EntrySubGraph)))
-	return ms, client(t, ms.addr())
-}
-
-func client(t testing.TB, addr string) servingapis.PredictionServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return servingapis.NewPredictionServiceClient(conn)
+	ms := exporttest.StartModelServer(t, modelserver.Loaders{modelserver.KindPS: psshard.Load, modelserver.KindEntry: l.Load},
+		exporttest.ModelConfig(t, name+":entry", filepath.Join(base, export.EntrySubGraph)))
+	return ms, exporttest.PredictionClient(t, ms.Addr())
 }
 
 // exampleBatch is examples as one ExampleBatch (column-major: a feature list per feature).

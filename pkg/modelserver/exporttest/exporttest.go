@@ -1,31 +1,25 @@
 // Package exporttest makes exports for the tests of the model server (pkg/modelserver and
 // cmd/model_server) the way a user makes them: a dnn model trained on parameter servers of this
-// process (pkg/ps over loopback gRPC), checkpointed as cmd/train's chief checkpoints it, and
-// exported with pkg/export. The trained model stays, so a test can compare the served predictions
-// with the trainer's.
+// process (pkg/trainer/inprocess), checkpointed as cmd/train's chief checkpoints it, and exported
+// with pkg/export. The trained model stays, so a test can compare the served predictions with the
+// trainer's. It also serves them: model servers of this process on loopback, and their clients.
 package exporttest
 
 import (
 	"context"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
-	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
-	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
-	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
+	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
@@ -55,54 +49,19 @@ type Job struct {
 // stops when the test ends.
 func NewJob(t testing.TB, numPS int, hidden []int) *Job {
 	t.Helper()
-	g, err := synth.New(ClickLog)
+	modelDir := t.TempDir() // removed after the servers stop (cleanups run last first)
+	// The tables' update times tick one second per update.
+	ij, err := inprocess.Start(inprocess.Config{Data: ClickLog, Dim: Dim, NumPS: numPS, Hidden: hidden,
+		Now: inprocess.TickingClock(time.Unix(1700000000, 0)), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var features []dnn.Feature
-	var tables []*pspb.TableConfig
-	for s := 1; s <= ClickLog.NumSlots; s++ {
-		name := synth.SlotFeature(s)
-		features = append(features, dnn.Feature{Name: name, Slot: s, Dim: Dim})
-		tables = append(tables, ps.NewTableConfig(name, Dim,
-			&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
-				LearningRate: proto.Float32(0.3), InitialAccumulatorValue: proto.Float32(0.1)}}},
-			&initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}}))
-	}
-	j := &Job{t: t, Gen: g, modelDir: t.TempDir(), input: g.Stream(1)}
-	var addrs []string
-	for i := range numPS {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: numPS, Tables: tables, Workers: 1, Logger: quiet})
-		if err != nil {
-			lis.Close()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			r.Stop(ctx)
-		})
-		addrs = append(addrs, r.Addr())
+	t.Cleanup(ij.Close)
+	j := &Job{t: t, Gen: ij.Gen, Model: ij.Model, router: ij.Router, modelDir: modelDir, input: ij.Gen.Stream(1)}
+	for _, r := range ij.Servers {
 		j.PS = append(j.PS, r.Server)
 	}
-	if j.router, err = ps.NewRouter(ps.RouterConfig{Addrs: addrs, CallTimeout: 10 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.router.Close() })
-	cfg := dnn.Config{Features: features, DenseDim: g.Schema().DenseDim(), Hidden: hidden, LearningRate: 0.01,
-		EmbeddingLearningRates: []float32{0.3}, Seed: 1}
-	// The tables' update times tick one second per update (Apply runs for the tables at once).
-	var stamp atomic.Int64
-	stamp.Store(1700000000)
-	now := func() time.Time { return time.Unix(stamp.Add(1), 0) }
-	if j.Model, err = dnn.New(cfg, ps.RouterStore{Router: j.router, Now: now}); err != nil {
-		t.Fatal(err)
-	}
-	j.Spec = export.SpecFromDNN(j.Model.Config(), g.Schema().Dense)
+	j.Spec = export.SpecFromDNN(j.Model.Config(), j.Gen.Schema().Dense)
 	if j.cp, err = ckptdir.Open(ckptdir.Options{Dir: j.modelDir, MaxToKeep: 100, Log: quiet}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
@@ -22,7 +20,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/export"
-	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
@@ -40,54 +37,10 @@ func serve(t *testing.T, base, name string, numPS int) servingapis.PredictionSer
 	t.Helper()
 	var configs []*servingconfig.ModelConfig
 	for i := range numPS {
-		mc, err := modelconfig.ModelConfig(name+":"+export.PSSubGraph(i), filepath.Join(base, export.PSSubGraph(i)), modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		configs = append(configs, mc)
+		configs = append(configs, exporttest.ModelConfig(t, name+":"+export.PSSubGraph(i), filepath.Join(base, export.PSSubGraph(i))))
 	}
-	s, err := modelserver.New(&servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{ModelConfigList: &servingconfig.ModelConfigList{Config: configs}}},
-		modelserver.Options{Manager: modelserver.ManagerOptions{Loaders: modelserver.Loaders{modelserver.KindPS: Load}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
-	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	for i := range numPS {
-		waitAvailable(t, s.Manager(), name+":"+export.PSSubGraph(i))
-	}
-	return servingapis.NewPredictionServiceClient(conn)
-}
-
-func waitAvailable(t *testing.T, m *modelserver.Manager, name string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, err := m.Status(&servingapis.ModelSpec{Name: name})
-		if err == nil && len(list) > 0 {
-			switch list[0].GetState() {
-			case modelserver.StateAvailable:
-				return
-			case modelserver.StateEnd:
-				t.Fatalf("%s ended: %s", name, list[0].GetStatus().GetErrorMessage())
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not available: %v %v", name, list, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	s := exporttest.StartModelServer(t, modelserver.Loaders{modelserver.KindPS: Load}, configs...)
+	return exporttest.PredictionClient(t, s.Addr())
 }
 
 // TestServesTheTrainerEmbeddings: a PS sub-graph answers lookups with the trainer's embeddings,
