@@ -6,8 +6,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,20 +13,17 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
-	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/agentsvc"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/export"
-	"github.com/monolith-go/monolith/pkg/modelconfig"
-	"github.com/monolith-go/monolith/pkg/modelserver"
+	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
 	"github.com/monolith-go/monolith/pkg/ps"
 )
@@ -51,36 +46,8 @@ func servingPS(t *testing.T, index, numPS int) (servingapis.PredictionServiceCli
 		}
 	}
 	sv := psshard.New(&export.PSShard{Manifest: export.PSManifest{ModelName: "demo", Index: index, NumPS: numPS}, Tables: tables})
-	base := filepath.Join(t.TempDir(), export.PSSubGraph(index))
-	if err := os.MkdirAll(filepath.Join(base, "1"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	name := "demo:" + export.PSSubGraph(index)
-	mc, err := modelconfig.ModelConfig(name, base, modelconfig.PolicyLatest, modelconfig.VersionData{N: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := modelserver.New(&servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{
-		ModelConfigList: &servingconfig.ModelConfigList{Config: []*servingconfig.ModelConfig{mc}}}},
-		modelserver.Options{Manager: modelserver.ManagerOptions{Loaders: modelserver.Loaders{
-			modelserver.KindPS: func(context.Context, modelserver.Source) (modelserver.Servable, error) { return sv, nil }}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
-	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return servingapis.NewPredictionServiceClient(conn), s.Addr()
+	s := exporttest.ServeServable(t, "demo:"+export.PSSubGraph(index), sv)
+	return exporttest.PredictionClient(t, s.Addr()), s.Addr()
 }
 
 // startAgent serves an AgentService whose HeartBeat lists table (agent v3's keys).
