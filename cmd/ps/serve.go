@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/internal/jobdiscovery"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/discovery"
 	"github.com/monolith-go/monolith/pkg/ps"
@@ -50,7 +50,7 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 	if err != nil {
 		return cli.Usage(err)
 	}
-	dopts, err := discoveryOptions(rc, d, log)
+	dopts, err := jobdiscovery.Options(rc, d.env, log)
 	if err != nil {
 		return cli.Usage(err)
 	}
@@ -73,7 +73,7 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 		if err != nil {
 			return cli.Usage(fmt.Errorf("--table_config %s: %w", f.TableConfig, err))
 		}
-		fixed, err := fixedAddr(disc)
+		fixed, _, err := jobdiscovery.FixedAddr(disc)
 		if err != nil {
 			srv.Close()
 			return err
@@ -237,86 +237,20 @@ func tableNames(tables []*pspb.TableConfig) string {
 	return strings.Join(names, ", ")
 }
 
-// discoveryOptions are the discovery the config asks for (none for a local run), checked for what
-// each type needs before anything connects.
-func discoveryOptions(rc *runconfig.RunnerConfig, d deps, log *slog.Logger) (discovery.Options, error) {
-	o := discovery.Options{IsLocal: rc.IsLocal, UUID: rc.Uuid, Env: d.env, Logger: log}
-	which, err := rc.Discovery()
-	if err != nil {
-		return o, fmt.Errorf("--discovery_type %s: %w (give --tf_config)", rc.DiscoveryType, err)
-	}
-	if which == "" {
-		which = rc.DiscoveryType
-	}
-	if o.Type, err = discovery.ParseType(which); err != nil {
-		return o, err
-	}
-	if o.IsLocal {
-		return o, nil
-	}
-	o.TFConfig = deref(rc.TfConfig)
-	o.JobName = deref(rc.DeepInsightName)
-	o.ZKServer = deref(rc.ZKServer)
-	if o.Type == discovery.ZK && (o.ZKServer == "" || o.JobName == "") {
-		return o, errors.New("--discovery_type zk needs --zk_server and --deep_insight_name (the job's directory /monolith/<deep_insight_name>)")
-	}
-	return o, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// roleOwner is a discovery whose platform fixes this process's role (Primus, MLP).
-type roleOwner interface {
-	ServerType() (string, error)
-	Index() (int, error)
-}
-
-// addrOwner is a discovery whose platform fixes this process's address (Primus, MLP).
-type addrOwner interface {
-	Addr() (string, error)
-}
-
 // roleOf is this server's index: the one a discovery that fixes roles gives (which must make it a
 // ps), else --index.
 func roleOf(disc discovery.ServiceDiscovery, task *discovery.Task, index int, t discovery.Type) (int, error) {
-	typ, idx, fixed := "", 0, false
-	if task != nil {
-		typ, idx, fixed = task.ServerType, task.Index, true
-	} else if o, ok := disc.(roleOwner); ok {
-		var err error
-		if typ, err = o.ServerType(); err != nil {
-			return 0, fmt.Errorf("%v discovery: %w", t, err)
-		}
-		if idx, err = o.Index(); err != nil {
-			return 0, fmt.Errorf("%v discovery: %w", t, err)
-		}
-		fixed = true
+	fixed, err := jobdiscovery.FixedRole(disc, task, t)
+	if err != nil {
+		return 0, err
 	}
-	if !fixed {
+	if fixed == nil {
 		return index, nil
 	}
-	if typ != serverType {
-		return 0, cli.Usage(fmt.Errorf("%v discovery makes this process %s %d, not a parameter server", t, typ, idx))
+	if fixed.ServerType != serverType {
+		return 0, cli.Usage(fmt.Errorf("%v discovery makes this process %s %d, not a parameter server", t, fixed.ServerType, fixed.Index))
 	}
-	return idx, nil
-}
-
-// fixedAddr is the address the discovery fixes for this process ("" when it fixes none).
-func fixedAddr(disc discovery.ServiceDiscovery) (string, error) {
-	o, ok := disc.(addrOwner)
-	if !ok {
-		return "", nil
-	}
-	addr, err := o.Addr()
-	if err != nil {
-		return "", fmt.Errorf("discovery: this process's address: %w", err)
-	}
-	return addr, nil
+	return fixed.Index, nil
 }
 
 // listenAddr is where to listen: --host:--port, with the port (and every interface) of the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/monolith-go/monolith/internal/jobdiscovery"
 	"github.com/monolith-go/monolith/pkg/discovery"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 )
@@ -17,12 +18,6 @@ const deregisterTimeout = 10 * time.Second
 
 // queryPoll is how often registerHook queries while it waits to see its registration.
 const queryPoll = 50 * time.Millisecond
-
-// addrOwner is a discovery whose platform fixes this process's address (Primus' TF_CONFIG, MLP's
-// variables): the reference registers that address there.
-type addrOwner interface {
-	Addr() (string, error)
-}
 
 // registerHook registers this worker with the service discovery once the session (and with it the
 // controller server, whose address it registers) exists, waits until the discovery's answers show
@@ -45,13 +40,12 @@ type registerHook struct {
 }
 
 func (h *registerHook) AfterCreateSession(ctx context.Context, _ *runhook.Session) error {
-	addr := h.addr()
-	if o, ok := h.d.(addrOwner); ok {
-		a, err := o.Addr()
-		if err != nil {
-			return fmt.Errorf("discovery: this process's address: %w", err)
-		}
-		addr = a
+	addr, fixed, err := jobdiscovery.FixedAddr(h.d)
+	if err != nil {
+		return err
+	}
+	if !fixed {
+		addr = h.addr()
 	}
 	if err := h.d.Register(ctx, h.serverType, h.index, addr); err != nil {
 		return fmt.Errorf("discovery: register %s.%d at %s: %w", h.serverType, h.index, addr, err)

@@ -15,6 +15,7 @@ import (
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	exporthooksspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/export_hooks"
 	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/internal/jobdiscovery"
 	"github.com/monolith-go/monolith/pkg/dataset"
 	"github.com/monolith-go/monolith/pkg/discovery"
 	"github.com/monolith-go/monolith/pkg/estimator"
@@ -83,7 +84,7 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 	if err != nil {
 		return cli.Usage(err)
 	}
-	dopts, err := discoveryOptions(rc, d, log)
+	dopts, err := jobdiscovery.Options(rc, d.env, log)
 	if err != nil {
 		return cli.Usage(err)
 	}
@@ -166,33 +167,18 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 	})
 }
 
-// roleOwner is a discovery whose platform fixes this process's role (Primus, MLP): the reference
-// takes server_type and index from it.
-type roleOwner interface {
-	ServerType() (string, error)
-	Index() (int, error)
-}
-
 // roleOf is this process's role: the one a discovery that fixes roles gives (Primus' TF_CONFIG,
 // MLP's variables), else --index; --role must agree. logreg runs the chief only.
 func roleOf(rc *runconfig.RunnerConfig, f cputrainingspec.TrainFlags, disc discovery.ServiceDiscovery, task *discovery.Task, t discovery.Type) (role, error) {
 	r := role{index: rc.Index, workers: rc.NumWorkers}
-	typ, fixed := "", false
-	if task != nil {
-		typ, r.index, fixed = task.ServerType, task.Index, true
-	} else if o, ok := disc.(roleOwner); ok {
-		var err error
-		if typ, err = o.ServerType(); err != nil {
-			return r, fmt.Errorf("%v discovery: %w", t, err)
-		}
-		if r.index, err = o.Index(); err != nil {
-			return r, fmt.Errorf("%v discovery: %w", t, err)
-		}
-		fixed = true
+	fixed, err := jobdiscovery.FixedRole(disc, task, t)
+	if err != nil {
+		return r, err
 	}
-	if fixed {
-		if typ != "worker" && typ != "chief" {
-			return r, cli.Usage(fmt.Errorf("%v discovery makes this process %s %d; cmd/train runs workers (parameter servers are cmd/ps)", t, typ, r.index))
+	if fixed != nil {
+		r.index = fixed.Index
+		if fixed.ServerType != "worker" && fixed.ServerType != "chief" {
+			return r, cli.Usage(fmt.Errorf("%v discovery makes this process %s %d; cmd/train runs workers (parameter servers are cmd/ps)", t, fixed.ServerType, r.index))
 		}
 		if f.Model == modelLogreg && r.index != 0 {
 			return r, cli.Usage(fmt.Errorf("%v discovery makes this process worker %d; cmd/train --model=logreg runs worker 0 (the chief) only", t, r.index))
@@ -291,40 +277,6 @@ func runConfig(flags *runconfig.RunnerFlags, f cputrainingspec.TrainFlags, disco
 		return nil, fmt.Errorf("--mode %s: cmd/train runs train or eval", rc.Mode)
 	}
 	return rc, nil
-}
-
-// discoveryOptions are the discovery the config asks for (none for a local run), checked for what
-// each type needs before anything connects.
-func discoveryOptions(rc *runconfig.RunnerConfig, d deps, log *slog.Logger) (discovery.Options, error) {
-	o := discovery.Options{IsLocal: rc.IsLocal, UUID: rc.Uuid, Env: d.env, Logger: log}
-	which, err := rc.Discovery()
-	if err != nil {
-		return o, fmt.Errorf("--discovery_type %s: %w (give --tf_config)", rc.DiscoveryType, err)
-	}
-	if which == "" {
-		// Local: no discovery; the type is still the configured one, for the log.
-		which = rc.DiscoveryType
-	}
-	if o.Type, err = discovery.ParseType(which); err != nil {
-		return o, err
-	}
-	if o.IsLocal {
-		return o, nil
-	}
-	o.TFConfig = deref(rc.TfConfig)
-	o.JobName = deref(rc.DeepInsightName)
-	o.ZKServer = deref(rc.ZKServer)
-	if o.Type == discovery.ZK && (o.ZKServer == "" || o.JobName == "") {
-		return o, errors.New("--discovery_type zk needs --zk_server and --deep_insight_name (the job's directory /monolith/<deep_insight_name>)")
-	}
-	return o, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // checkWritable creates dir when needed and checks that a file can be created in it.
