@@ -34,7 +34,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -66,21 +65,13 @@ type cmdFlags struct {
 	benchservespec.BenchServeFlags
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(cli.IgnoreSecondSignal, run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cmdFlags
-	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
-		return code
-	}
-	log := c.Logger(stderr, nil)
-	slog.SetDefault(log)
-	return cli.Exit(name, bench(ctx, c.BenchServeFlags, stdout, log), stderr)
+	return cli.Run(name, description, &c, nil, args, stdout, stderr, func(log *slog.Logger) error {
+		return bench(ctx, c.BenchServeFlags, stdout, log)
+	})
 }
 
 // binaries are the commands the benchmark runs.

@@ -22,8 +22,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,24 +44,14 @@ type cmdFlags struct {
 	savedmodelexportersspec.ExportFlags
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(cli.IgnoreSecondSignal, run) }
 
 // run runs the command and returns its exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cmdFlags
-	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
-		return code
-	}
-	log, err := c.DefaultLogger(stderr, c.LogLevel)
-	if err != nil {
-		return cli.Exit(name, err, stderr)
-	}
-	return cli.Exit(name, exportModel(ctx, c.ExportFlags, stdout, log), stderr)
+	return cli.Run(name, description, &c, &c.LogLevel, args, stdout, stderr, func(log *slog.Logger) error {
+		return exportModel(ctx, c.ExportFlags, stdout, log)
+	})
 }
 
 // exportModel runs the export the flags describe and prints what it wrote.

@@ -32,10 +32,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	modelserverspec "github.com/monolith-go/monolith/gen/spec/go/model_server"
@@ -70,14 +68,9 @@ type flags struct {
 const statusStopTimeout = 5 * time.Second
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills at once
-	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, nil)
-	stop()
-	os.Exit(code)
+	cli.Main(cli.KillOnSecondSignal, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return run(ctx, args, stdout, stderr, os.LookupEnv, nil)
+	})
 }
 
 // ready, when set, is told the gRPC and status addresses once the server listens.

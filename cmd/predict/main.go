@@ -34,12 +34,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/encoding/prototext"
@@ -65,23 +63,13 @@ type cmdFlags struct {
 	predictspec.PredictFlags
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(cli.IgnoreSecondSignal, run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cmdFlags
-	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
-		return code
-	}
-	log, err := c.DefaultLogger(stderr, c.LogLevel)
-	if err != nil {
-		return cli.Exit(name, err, stderr)
-	}
-	return cli.Exit(name, predict(ctx, c.PredictFlags, stdout, log), stderr)
+	return cli.Run(name, description, &c, &c.LogLevel, args, stdout, stderr, func(log *slog.Logger) error {
+		return predict(ctx, c.PredictFlags, stdout, log)
+	})
 }
 
 func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, log *slog.Logger) error {

@@ -22,10 +22,7 @@ package main
 import (
 	"context"
 	"io"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
+	"log/slog"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	"github.com/monolith-go/monolith/internal/cli"
@@ -55,55 +52,18 @@ type deps struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills at once
-	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, deps{})
-	stop()
-	os.Exit(code)
+	cli.Main(cli.KillOnSecondSignal, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return run(ctx, args, stdout, stderr, deps{})
+	})
 }
 
 // run runs the command until ctx ends and returns its exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) int {
 	var c cmdFlags
-	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
-		return code
-	}
-	log, err := c.DefaultLogger(stderr, c.LogLevel)
-	if err != nil {
-		return cli.Exit(name, err, stderr)
-	}
-	if d.env == nil {
-		d.env = trainenv.FromOS()
-	}
-	err = serve(ctx, c, func(flag string) bool { return flagGiven(args, flag) }, stdout, log, d)
-	return cli.Exit(name, oneLine(err), stderr)
-}
-
-// flagGiven reports whether args name --flag (as --flag=value or --flag value) before a "--".
-func flagGiven(args []string, flag string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
+	return cli.Run(name, description, &c, &c.LogLevel, args, stdout, stderr, func(log *slog.Logger) error {
+		if d.env == nil {
+			d.env = trainenv.FromOS()
 		}
-		if a == "--"+flag || strings.HasPrefix(a, "--"+flag+"=") {
-			return true
-		}
-	}
-	return false
-}
-
-// lineError is an error printed on one line.
-type lineError struct{ error }
-
-func (e lineError) Error() string { return strings.ReplaceAll(e.error.Error(), "\n", "; ") }
-func (e lineError) Unwrap() error { return e.error }
-
-func oneLine(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "\n") {
-		return err
-	}
-	return lineError{err}
+		return cli.OneLine(serve(ctx, c, func(flag string) bool { return cli.FlagGiven(args, flag) }, stdout, log, d))
+	})
 }

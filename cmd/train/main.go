@@ -44,10 +44,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	exporthooksspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/export_hooks"
@@ -83,47 +81,23 @@ type deps struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills at once
-	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, deps{})
-	stop()
-	os.Exit(code)
+	cli.Main(cli.KillOnSecondSignal, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return run(ctx, args, stdout, stderr, deps{})
+	})
 }
 
 // run runs the command and returns its exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) int {
 	var c cmdFlags
-	if code, done := cli.Parse(name, description, &c, args, stdout, stderr, 2); done {
-		return code
-	}
-	log, err := c.DefaultLogger(stderr, c.LogLevel)
-	if err != nil {
-		return cli.Exit(name, err, stderr)
-	}
-	if d.env == nil {
-		d.env = trainenv.FromOS()
-	}
-	if d.setenv == nil {
-		d.setenv = os.Setenv
-	}
-	err = train(ctx, c, flagGiven(args, "discovery_type"), stdout, log, d)
-	return cli.Exit(name, oneLine(classify(err)), stderr)
-}
-
-// flagGiven reports whether args name --flag (as --flag=value or --flag value) before a "--".
-func flagGiven(args []string, flag string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
+	return cli.Run(name, description, &c, &c.LogLevel, args, stdout, stderr, func(log *slog.Logger) error {
+		if d.env == nil {
+			d.env = trainenv.FromOS()
 		}
-		if a == "--"+flag || strings.HasPrefix(a, "--"+flag+"=") {
-			return true
+		if d.setenv == nil {
+			d.setenv = os.Setenv
 		}
-	}
-	return false
+		return cli.OneLine(classify(train(ctx, c, cli.FlagGiven(args, "discovery_type"), stdout, log, d)))
+	})
 }
 
 // classify makes an error of the input data a usage error, named by itself rather than by the
@@ -134,17 +108,4 @@ func classify(err error) error {
 		return cli.Usage(ie)
 	}
 	return err
-}
-
-// lineError is an error printed on one line (errors.Join and some causes hold newlines).
-type lineError struct{ error }
-
-func (e lineError) Error() string { return strings.ReplaceAll(e.error.Error(), "\n", "; ") }
-func (e lineError) Unwrap() error { return e.error }
-
-func oneLine(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "\n") {
-		return err
-	}
-	return lineError{err}
 }

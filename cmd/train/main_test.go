@@ -578,25 +578,6 @@ func TestOtherDiscoveries(t *testing.T) {
 	})
 }
 
-// flagGiven finds a flag in both of kong's spellings, and not after "--".
-func TestFlagGiven(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want bool
-	}{
-		{nil, false},
-		{[]string{"--discovery_type=zk"}, true},
-		{[]string{"--discovery_type", "zk"}, true},
-		{[]string{"--discovery_type_x=1"}, false},
-		{[]string{"--", "--discovery_type=zk"}, false},
-		{[]string{"--model_dir=/x", "--discovery_type=consul"}, true},
-	} {
-		if got := flagGiven(c.args, "discovery_type"); got != c.want {
-			t.Errorf("flagGiven(%q) = %v, want %v", c.args, got, c.want)
-		}
-	}
-}
-
 // --help lists the RunnerConfig's flags and the command's own; --version prints the build.
 func TestHelpAndVersion(t *testing.T) {
 	leakcheck.Check(t)

@@ -129,3 +129,33 @@ func Exit(name string, err error, stderr io.Writer) int {
 	}
 	return 1
 }
+
+// FlagGiven reports whether args name --flag (as --flag=value or --flag value) before a "--":
+// whether the command line gave it, where its value alone cannot tell (it equals the default).
+func FlagGiven(args []string, flag string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--"+flag || strings.HasPrefix(a, "--"+flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// lineError is an error printed on one line.
+type lineError struct{ error }
+
+func (e lineError) Error() string { return strings.ReplaceAll(e.error.Error(), "\n", "; ") }
+func (e lineError) Unwrap() error { return e.error }
+
+// OneLine is err printed on one line, its newlines (errors.Join's, some causes') made "; ", so that
+// Exit's report stays one line; errors.Is and As see through it. nil and errors without a newline
+// are returned as they are.
+func OneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return lineError{err}
+}

@@ -124,3 +124,118 @@ func TestDefaultLogger(t *testing.T) {
 		t.Errorf("bad level: %v, want a usage error", err)
 	}
 }
+
+// FlagGiven finds a flag in both of kong's spellings, and not after "--".
+func TestFlagGiven(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--discovery_type=zk"}, true},
+		{[]string{"--discovery_type", "zk"}, true},
+		{[]string{"--discovery_type_x=1"}, false},
+		{[]string{"--", "--discovery_type=zk"}, false},
+		{[]string{"--model_dir=/x", "--discovery_type=consul"}, true},
+	} {
+		if got := FlagGiven(c.args, "discovery_type"); got != c.want {
+			t.Errorf("FlagGiven(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}
+
+// OneLine joins an error's lines with "; " and keeps it what it wraps (a usage error stays one).
+func TestOneLine(t *testing.T) {
+	same := errors.New("one line")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		want  string
+		code  int
+		ident bool // OneLine returns err itself
+	}{
+		{name: "nil", err: nil, code: 0, ident: true},
+		{name: "one line", err: same, want: "one line", code: 1, ident: true},
+		{name: "joined", err: errors.Join(errors.New("a"), errors.New("b")), want: "a; b", code: 1},
+		{name: "usage", err: fmt.Errorf("read: %w", Usage(errors.Join(errors.New("x"), errors.New("y")))), want: "read: x; y", code: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := OneLine(tc.err)
+			if tc.ident && got != tc.err {
+				t.Fatalf("OneLine(%v) = %v, want the error itself", tc.err, got)
+			}
+			if got == nil {
+				return
+			}
+			if got.Error() != tc.want || !errors.Is(got, tc.err) {
+				t.Errorf("OneLine = %q (wrapping it: %v), want %q", got.Error(), errors.Is(got, tc.err), tc.want)
+			}
+			var errb bytes.Buffer
+			if code := Exit("cmd", got, &errb); code != tc.code || errb.String() != "cmd: "+tc.want+"\n" {
+				t.Errorf("Exit = %d %q, want %d and one line", code, errb.String(), tc.code)
+			}
+		})
+	}
+}
+
+type leveledFlags struct {
+	Common
+	Level string `name:"log_level" default:"info"` // no enum: a bad level reaches DefaultLogger
+}
+
+// Run parses (exit 2 for a bad command line), logs at the level the flags give (info without
+// one), and reports the body's error with its exit status.
+func TestRun(t *testing.T) {
+	prev := slog.Default()
+	defer slog.SetDefault(prev)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		noLevel  bool // the flags have no --log_level: Run gets nil
+		body     error
+		code     int
+		ran      bool
+		stderr   string // what stderr ends with
+		debugLog bool   // the body's debug record is in the log
+	}{
+		{name: "ok", args: nil, code: 0, ran: true},
+		{name: "debug", args: []string{"--log_level=debug"}, code: 0, ran: true, debugLog: true},
+		{name: "no level flag: info", noLevel: true, code: 0, ran: true},
+		{name: "failure", body: errors.New("boom"), code: 1, ran: true, stderr: "cmd: boom\n"},
+		{name: "usage error", body: Usage(errors.New("bad input")), code: 2, ran: true, stderr: "cmd: bad input\n"},
+		{name: "bad flag", args: []string{"--nope"}, code: 2, stderr: "cmd: unknown flag --nope\n"},
+		{name: "bad level", args: []string{"--log_level=loud"}, code: 2},
+		{name: "help", args: []string{"--help"}, code: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			ran := false
+			body := func(log *slog.Logger) error {
+				ran = true
+				if slog.Default() != log {
+					t.Error("the log is not slog's default")
+				}
+				log.Debug("debug record")
+				log.Info("info record")
+				return tc.body
+			}
+			var code int
+			if tc.noLevel {
+				var f flags
+				code = Run("cmd", "a command", &f, nil, tc.args, &out, &errb, body)
+			} else {
+				var f leveledFlags
+				code = Run("cmd", "a command", &f, &f.Level, tc.args, &out, &errb, body)
+			}
+			if code != tc.code || ran != tc.ran {
+				t.Fatalf("code %d ran %v, want %d %v (stderr %q)", code, ran, tc.code, tc.ran, errb.String())
+			}
+			if !strings.HasSuffix(errb.String(), tc.stderr) {
+				t.Errorf("stderr %q, want it to end %q", errb.String(), tc.stderr)
+			}
+			if ran && (strings.Contains(errb.String(), "debug record") != tc.debugLog || !strings.Contains(errb.String(), "info record")) {
+				t.Errorf("log %q: debug record expected %v", errb.String(), tc.debugLog)
+			}
+		})
+	}
+}
