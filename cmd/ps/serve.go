@@ -19,6 +19,7 @@ import (
 	"github.com/monolith-go/monolith/internal/jobdiscovery"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	"github.com/monolith-go/monolith/pkg/discovery"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/trainenv"
@@ -69,6 +70,9 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 			MaxIDsPerRequest: f.MaxIdsPerRequest, MaxMessageBytes: f.MaxMessageBytes, MemLimit: int64(f.MemLimit),
 			EvictEvery: f.EvictEvery, Metrics: metrics, Logger: log,
 			TrackTouched: f.SyncModelName != "",
+			// A generator per table: the tables' initial values do not depend on how the
+			// workers' concurrent updates of several tables interleave, so a run repeats.
+			InitGenerator: initializer.PerTable,
 		})
 		if err != nil {
 			return cli.Usage(fmt.Errorf("--table_config %s: %w", f.TableConfig, err))

@@ -20,6 +20,7 @@ import (
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/discovery"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
 	"github.com/monolith-go/monolith/pkg/hooks/pscheck"
@@ -177,7 +178,10 @@ func (w *worker) startLocalPS(n int, tables []*pspb.TableConfig, log *slog.Logge
 		if err != nil {
 			return nil, fmt.Errorf("parameter server %d: %w", i, err)
 		}
-		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: n, Tables: tables, Logger: log.With("ps", i)})
+		// Each table draws its initial values from a generator of its own, so that the tables of
+		// these servers, updated concurrently, start the same in every run: the run repeats.
+		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: n, Tables: tables, Logger: log.With("ps", i),
+			InitGenerator: initializer.PerTable})
 		if err != nil {
 			lis.Close()
 			return nil, fmt.Errorf("parameter server %d: %w", i, err)

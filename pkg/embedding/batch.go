@@ -22,6 +22,15 @@ type plan struct {
 	counts []int32
 	// scratch is the workers' apply buffers, kept with the plan between batches.
 	scratch []applyScratch
+	// missing lists, per stripe, the distinct ids (positions in the stripe's combined ids) an
+	// apply found without an entry.
+	missing [][]int32
+}
+
+// stripeGroup is stripe s's share of the plan.
+func (p *plan) stripeGroup(s int) group {
+	lo, hi := p.starts[s], p.starts[s+1]
+	return group{ids: p.ids[lo:hi], hashes: p.hashes[lo:hi], pos: p.pos[lo:hi]}
 }
 
 // group is one stripe's share of a plan.
@@ -123,8 +132,8 @@ func (t *Table) eachStripe(p *plan, workers int, fn func(w, s int, gr group)) {
 			if s >= ns {
 				return
 			}
-			if lo, hi := p.starts[s], p.starts[s+1]; hi > lo {
-				fn(w, int(s), group{ids: p.ids[lo:hi], hashes: p.hashes[lo:hi], pos: p.pos[lo:hi]})
+			if p.starts[s+1] > p.starts[s] {
+				fn(w, int(s), p.stripeGroup(int(s)))
 			}
 		}
 	})

@@ -26,6 +26,11 @@ import (
 // Serving entries (a float compressor instead of an optimizer) are not ported: an error of kind
 // Value, as are a missing initializer or optimizer and segments that do not cover the dimension.
 func FromProto(cfg *hashtablepb.EmbeddingHashTableConfig) (Config, time.Duration, error) {
+	return FromProtoWithGenerator(cfg, initializer.Shared)
+}
+
+// FromProtoWithGenerator is FromProto with the random uniform initializers drawing from gen.
+func FromProtoWithGenerator(cfg *hashtablepb.EmbeddingHashTableConfig, gen *initializer.Generator) (Config, time.Duration, error) {
 	ec := cfg.GetEntryConfig()
 	if ec.GetEntryType() != hashtablepb.EntryConfig_TRAINING {
 		return Config{}, 0, errkind.New(errkind.Value, "embedding table config: entry type %v is not supported (only TRAINING entries are ported)", ec.GetEntryType())
@@ -57,7 +62,7 @@ func FromProto(cfg *hashtablepb.EmbeddingHashTableConfig) (Config, time.Duration
 			if err := setDimSize(ic, d); err != nil {
 				return Config{}, 0, fmt.Errorf("embedding table config: segment %d: init_config: %w", i, err)
 			}
-			in, err := initializer.New(ic.(*initializerpb.InitializerConfig), d)
+			in, err := initializer.NewWithGenerator(ic.(*initializerpb.InitializerConfig), d, gen)
 			if err != nil {
 				return Config{}, 0, fmt.Errorf("embedding table config: segment %d: %w", i, err)
 			}

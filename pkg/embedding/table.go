@@ -258,7 +258,6 @@ type applyScratch struct {
 	counts []int64
 	sumRow []int32
 	sum    []float32
-	slots  []int
 	at     []int32 // the slot found for each distinct id, -1 when it has none
 }
 
@@ -283,23 +282,43 @@ func (t *Table) Apply(ids []int64, grads []float32, learningRates []float32, glo
 		p.scratch = append(p.scratch, make([]applyScratch, workers-len(p.scratch))...)
 	}
 	scratch := p.scratch
+	p.missing = grow(p.missing, len(t.stripes))
+	for i := range p.missing {
+		p.missing[i] = p.missing[i][:0] // a pooled plan's lists are an earlier batch's
+	}
+	var anyMissing atomic.Bool
 	t.eachStripe(p, workers, func(w, si int, gr group) {
 		sc := &scratch[w]
 		t.combine(sc, grads, gr)
-		t.applyStripe(&t.stripes[si], sc, gr, grads, learningRates, globalStep, uint32(updateTimeSec))
+		p.missing[si] = t.applyStripe(&t.stripes[si], sc, gr, grads, learningRates, globalStep, uint32(updateTimeSec), p.missing[si][:0])
+		if len(p.missing[si]) > 0 {
+			anyMissing.Store(true)
+		}
 	})
+	if anyMissing.Load() {
+		// New entries are created on this goroutine, stripe after stripe, so that their
+		// initializers draw in the same order whatever goroutine updated which stripe: with a
+		// random initializer, a run is then repeatable (the shared generator's draws are not
+		// interleaved by the scheduler).
+		sc := &scratch[0]
+		for si, miss := range p.missing[:len(t.stripes)] {
+			if len(miss) > 0 {
+				gr := p.stripeGroup(si)
+				t.combine(sc, grads, gr)
+				t.createStripe(&t.stripes[si], sc, gr, miss, grads, learningRates, globalStep, uint32(updateTimeSec))
+			}
+		}
+	}
 	return nil
 }
 
 // applyStripe applies the combined gradients in sc to their entries in s, in one pass over the
-// distinct ids that prefetches a few blocks ahead (each id's home slot, embedding and optimizer
-// state, and its gradient) and updates the ids it finds; then it creates the missing entries the
-// filter lets in, with room reserved first, and updates those.
-func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float32, learningRates []float32, globalStep int64, ts uint32) {
+// distinct ids that prefetches a few blocks ahead (the pipeline above), and appends the distinct
+// ids without an entry (positions in sc.uniq) to missing, which it returns (Apply creates them).
+func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float32, learningRates []float32, globalStep int64, ts uint32, missing []int32) []int32 {
 	g := t.g
 	dim := g.dim
 	n := len(sc.uniq)
-	missing := sc.slots[:0]
 	sc.at = grow(sc.at, n)
 	var addrs [addrsLen]uintptr
 	track := t.track.Load()
@@ -307,7 +326,7 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 	defer s.mu.Unlock()
 	if s.nslots == 0 {
 		for u := range n {
-			missing = append(missing, u)
+			missing = append(missing, int32(u))
 		}
 		n = 0
 	}
@@ -342,7 +361,7 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 			for u := pb; u < min(pb+applyBlock, n); u++ {
 				p := int(sc.at[u])
 				if p < 0 {
-					missing = append(missing, u)
+					missing = append(missing, int32(u))
 					continue
 				}
 				hd := s.hdr(g, p)
@@ -354,24 +373,35 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 			}
 		}
 	}
-	sc.slots = missing
-	if len(missing) == 0 {
-		return
-	}
+	return missing
+}
+
+// createStripe applies the combined gradients in sc of the distinct ids at missing (positions in
+// sc.uniq), which had no entry in s: each gets one (initialized, then updated) unless the filter
+// holds it back. An id another apply created meanwhile is updated instead.
+func (t *Table) createStripe(s *stripe, sc *applyScratch, gr group, missing []int32, grads []float32, learningRates []float32, globalStep int64, ts uint32) {
+	g := t.g
+	track := t.track.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.reserve(g, len(missing))
-	for _, u := range missing {
+	for _, u32 := range missing {
+		u := int(u32)
 		k := sc.uniq[u]
 		id := gr.ids[k]
-		if t.filter != nil && t.filter.ShouldBeFiltered(id, sc.counts[u], absent{}) {
-			continue
+		p := s.find(g, id, gr.hashes[k])
+		if p < 0 {
+			if t.filter != nil && t.filter.ShouldBeFiltered(id, sc.counts[u], absent{}) {
+				continue
+			}
+			p = t.create(s, id, gr.hashes[k])
 		}
-		p := t.create(s, id, gr.hashes[k])
 		hd := s.hdr(g, p)
 		hd.ts = ts
 		if track {
 			s.touch(hd)
 		}
-		t.opt.Apply(s.emb(g, p), s.state(g, p), sc.grad(grads, gr, dim, u), learningRates, globalStep)
+		t.opt.Apply(s.emb(g, p), s.state(g, p), sc.grad(grads, gr, g.dim, u), learningRates, globalStep)
 	}
 }
 

@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -8,6 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	hashtablepb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table"
+	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -402,6 +405,55 @@ func TestStripeAgainstMap(t *testing.T) {
 					t.Fatalf("round %d op %d: key %d lost or wrong after inserting/removing", round, op, k)
 				}
 			}
+		}
+	}
+}
+
+// TestApplyCreationOrder: the entries a batch creates draw their random initial values in stripe
+// order, whatever goroutines update the stripes, so tables fed the same batches with 1 and with
+// 4 workers hold the same values bit for bit. The batches create ids in many stripes, then update
+// old ids and create a few (the lists of ids to create are reused between batches).
+func TestApplyCreationOrder(t *testing.T) {
+	const dim = 4
+	rng := rand.New(rand.NewPCG(11, 12))
+	ids := make([]int64, 30000)
+	for i := range ids {
+		ids[i] = int64(rng.Uint64())
+	}
+	batches := [][]int64{ids[:20000], append(append([]int64{}, ids[:5000]...), ids[20000:20300]...), ids[20300:20303], ids[20300:]}
+	random := &initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{
+		RandomUniform: &initializerpb.RandomUniformInitializerConfig{Minval: proto.Float32(-1), Maxval: proto.Float32(1)}}}
+	build := func(workers int) *Table {
+		init, err := initializer.NewWithGenerator(random, dim, initializer.NewGenerator(initializer.DefaultSeed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := newTable(t, Config{Dim: dim, Optimizer: testSGD{dim}, Initializer: init})
+		tb.SetWorkers(workers)
+		for _, b := range batches {
+			grads := make([]float32, len(b)*dim)
+			for i := range grads {
+				grads[i] = 0.001 * float32(i%13)
+			}
+			if err := tb.Apply(b, grads, lr(0.1), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tb
+	}
+	one, four := build(1), build(4)
+	a, b := make([]float32, len(ids)*dim), make([]float32, len(ids)*dim)
+	for _, tc := range []struct {
+		tb  *Table
+		out []float32
+	}{{one, a}, {four, b}} {
+		if found, err := tc.tb.Lookup(ids, tc.out); err != nil || found != len(ids) {
+			t.Fatalf("lookup: %d of %d found, %v", found, len(ids), err)
+		}
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			t.Fatalf("id %d value %d: %v with 1 worker, %v with 4", ids[i/dim], i%dim, a[i], b[i])
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/embedding"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 )
 
 // constTable is an Adagrad table whose entries start at 0.5 (deterministic, unlike random uniform).
@@ -72,7 +73,7 @@ func TestRouterMatchesOneTable(t *testing.T) {
 			dim := dimOf(tc.table)
 			servers := startServers(t, tc.servers, Config{Tables: []*pspb.TableConfig{tc.table}, Workers: 2})
 			r := newRouter(t, servers, RouterConfig{MaxIDsPerCall: tc.chunk})
-			local, err := newTable(tc.table, 1)
+			local, err := newTable(tc.table, 1, initializer.Shared)
 			if err != nil {
 				t.Fatal(err)
 			}

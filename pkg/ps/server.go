@@ -29,6 +29,7 @@ import (
 
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	"github.com/monolith-go/monolith/internal/buildinfo"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/grpcstop"
 	"github.com/monolith-go/monolith/pkg/hooks/pscheck"
@@ -61,6 +62,11 @@ type Config struct {
 	EvictEvery time.Duration
 	// Workers is how many goroutines a table uses per batch (0: all cores).
 	Workers int
+	// InitGenerator returns the random source of a table's random uniform initializers (nil:
+	// initializer.Shared for every table, the process's, as the reference's per-thread
+	// generator). A generator per table (and per server, for servers in one process) makes the
+	// initial values independent of the order in which concurrent batches arrive: a run repeats.
+	InitGenerator func(table string) *initializer.Generator
 	// TrackTouched makes the tables mark the entries updated since parameter sync last took them
 	// (sync.go), from the start; SetTrackTouched changes it later.
 	TrackTouched bool
@@ -194,7 +200,7 @@ func (s *Server) createTables(cfgs []*pspb.TableConfig) ([]string, error) {
 	}
 	built := make([]*table, 0, len(todo))
 	for _, c := range todo {
-		tb, err := newTable(c, s.cfg.Workers)
+		tb, err := newTable(c, s.cfg.Workers, s.initGenerator(c.GetName()))
 		if err != nil {
 			return nil, err
 		}
@@ -221,6 +227,14 @@ func (s *Server) createTables(cfgs []*pspb.TableConfig) ([]string, error) {
 }
 
 // table returns the table name, checking the caller's dimension.
+// initGenerator is Config.InitGenerator's generator for table, or the process's shared one.
+func (s *Server) initGenerator(table string) *initializer.Generator {
+	if s.cfg.InitGenerator != nil {
+		return s.cfg.InitGenerator(table)
+	}
+	return initializer.Shared
+}
+
 func (s *Server) table(name string, dim int32) (*table, error) {
 	s.mu.RLock()
 	tb, ok := s.tables[name]

@@ -3,6 +3,7 @@ package ps
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -48,7 +50,7 @@ func TestTableConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newTable(tc.cfg, 1)
+			_, err := newTable(tc.cfg, 1, initializer.Shared)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -267,5 +269,54 @@ func TestCreateTables(t *testing.T) {
 	out := make([]float32, 8)
 	if _, err := c.Lookup(ctx, "b", 8, []int64{1}, out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInitGeneratorPerTable: with a generator per table (Config.InitGenerator), a table's new
+// entries start with the same values whatever the other tables drew before them, so concurrent
+// updates of several tables repeat; with the process's shared generator they depend on the order.
+func TestInitGeneratorPerTable(t *testing.T) {
+	ids := []int64{1, 2, 3, 4, 5, 6}
+	const dim = 4
+	grads := make([]float32, len(ids)*dim)
+	values := func(gen func(string) *initializer.Generator, order ...string) map[string][]float32 {
+		s, err := NewServer(Config{NumPS: 1, Tables: []*pspb.TableConfig{adagradTable("a", dim), adagradTable("b", dim)}, InitGenerator: gen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out := map[string][]float32{}
+		for _, name := range order {
+			tb, err := s.table(name, dim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.t.Apply(ids, grads, tb.lr, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = make([]float32, len(ids)*dim)
+			if _, err := tb.t.Lookup(ids, out[name]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		gen  func(string) *initializer.Generator
+		same bool
+	}{
+		{"a generator per table", initializer.PerTable, true},
+		{"the shared generator", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ab, ba := values(tc.gen, "a", "b"), values(tc.gen, "b", "a")
+			for _, name := range []string{"a", "b"} {
+				if same := slices.Equal(ab[name], ba[name]); same != tc.same {
+					t.Errorf("table %s: a then b %v, b then a %v: same %v, want %v", name, ab[name], ba[name], same, tc.same)
+				}
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	"github.com/monolith-go/monolith/pkg/embedding"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -64,12 +65,12 @@ func CheckTableConfig(c *pspb.TableConfig) error {
 }
 
 // newTable builds the table c configures; workers is the table's goroutines per batch (0: all
-// cores).
-func newTable(c *pspb.TableConfig, workers int) (*table, error) {
+// cores), gen the random source of its initializers.
+func newTable(c *pspb.TableConfig, workers int, gen *initializer.Generator) (*table, error) {
 	if err := CheckTableConfig(c); err != nil {
 		return nil, err
 	}
-	cfg, evictEvery, err := embedding.FromProto(c.GetConfig())
+	cfg, evictEvery, err := embedding.FromProtoWithGenerator(c.GetConfig(), gen)
 	if err != nil {
 		return nil, fmt.Errorf("table %q: %w", c.GetName(), err)
 	}

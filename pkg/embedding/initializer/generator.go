@@ -23,6 +23,10 @@ const DefaultSeed = 5489
 // Shared is the process-wide generator New uses.
 var Shared = NewGenerator(DefaultSeed)
 
+// PerTable returns a new generator seeded as std::mt19937's default, for one table whose initial
+// values must not depend on the order in which other tables draw theirs.
+func PerTable(string) *Generator { return NewGenerator(DefaultSeed) }
+
 // NewGenerator returns a generator seeded as std::mt19937(seed).
 func NewGenerator(seed uint32) *Generator {
 	g := &Generator{}

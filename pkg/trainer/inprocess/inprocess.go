@@ -17,6 +17,7 @@ import (
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
@@ -94,7 +95,8 @@ func Start(cfg Config) (_ *Job, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("parameter server %d: %w", i, err)
 		}
-		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: cfg.NumPS, Tables: tables, Workers: 1, Logger: log})
+		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: cfg.NumPS, Tables: tables, Workers: 1, Logger: log,
+			InitGenerator: initializer.PerTable})
 		if err != nil {
 			lis.Close()
 			return nil, fmt.Errorf("parameter server %d: %w", i, err)
