@@ -523,6 +523,8 @@ type countingReloader struct {
 	sent   [][]string
 	closed bool
 	called chan struct{}
+	// entered, when set, is closed as the first call starts, which then waits for hold.
+	entered, hold chan struct{}
 }
 
 func (r *countingReloader) Reload(ctx context.Context, cfg *servingconfig.ModelServerConfig) error {
@@ -537,6 +539,10 @@ func (r *countingReloader) Reload(ctx context.Context, cfg *servingconfig.ModelS
 		}
 	}()
 	r.calls++
+	if r.entered != nil && r.calls == 1 {
+		close(r.entered)
+		<-r.hold
+	}
 	names := configNames(cfg)
 	r.sent = append(r.sent, names)
 	if len(names) > 0 && r.failed < r.fails {
@@ -603,7 +609,7 @@ func TestReloadRetries(t *testing.T) {
 // sent next.
 func TestReloadSendsNewest(t *testing.T) {
 	leakcheck.Check(t)
-	r := &countingReloader{fails: 1 << 30, called: make(chan struct{}, 1)}
+	r := &countingReloader{fails: 1 << 30, entered: make(chan struct{}), hold: make(chan struct{})}
 	rl := newReloader(r, Options{ReloadTimeout: time.Second, ReloadBackoff: time.Hour, ReloadBackoffMax: time.Hour}, quiet, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -616,10 +622,13 @@ func TestReloadSendsNewest(t *testing.T) {
 		return &servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{ModelConfigList: l}}
 	}
 	rl.submit(mk("a"))
-	<-r.called // failed; now in an hour-long backoff
+	<-r.entered // a's reload is in flight: b and c come while it fails
 	rl.submit(mk("b"))
 	rl.submit(mk("c"))
-	<-r.called // woken by the new config at once, which is the newest
+	close(r.hold)
+	// a failed; the hour-long backoff is cut short by the configs that came meanwhile, and only
+	// the newest is sent (a second failure then waits an hour).
+	eventually(t, "a second reload", func() bool { calls, _ := r.snapshot(); return calls >= 2 })
 	cancel()
 	<-done
 	_, sent := r.snapshot()
