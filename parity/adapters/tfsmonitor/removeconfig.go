@@ -137,7 +137,7 @@ func removeConfig(c *harness.Ctx, in harness.Input) (any, error) {
 		reloads = append(reloads, map[string]any{"statuses": statuses, "configs_sent": sent,
 			"probes_before_drain": before, "probes_after_drain": after, "alive_models": alive})
 	}
-	return map[string]any{"probes_initial": initial, "reloads": orEmptyAny(reloads)}, nil
+	return map[string]any{"probes_initial": initial, "reloads": orEmpty(reloads)}, nil
 }
 
 func publishMetas(in harness.Input, key string) ([]ddef.PublishMeta, error) {
@@ -156,16 +156,10 @@ func publishMetas(in harness.Input, key string) ([]ddef.PublishMeta, error) {
 	return pms, nil
 }
 
-func orEmpty(s []string) []string {
+// orEmpty makes a nil slice empty: the goldens write [] where Go would write null.
+func orEmpty[T any](s []T) []T {
 	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func orEmptyAny(s []any) []any {
-	if s == nil {
-		return []any{}
+		return []T{}
 	}
 	return s
 }

@@ -4,10 +4,8 @@ package tfsmonitor
 import (
 	"encoding/json"
 
-	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
-	ddef "github.com/monolith-go/monolith/pkg/datadef"
 	"github.com/monolith-go/monolith/pkg/pytext"
 	"github.com/monolith-go/monolith/pkg/tfs"
 )
@@ -38,17 +36,9 @@ func genModelConfig(c *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var raws []json.RawMessage
-	if err := in.Decode("pms", &raws); err != nil {
+	pms, err := publishMetas(in, "pms")
+	if err != nil {
 		return nil, err
-	}
-	var pms []ddef.PublishMeta
-	for _, raw := range raws {
-		pm, err := datadef.PublishMetaFromKwargs(raw)
-		if err != nil {
-			return nil, err
-		}
-		pms = append(pms, pm)
 	}
 	fix := false
 	if in.Has("fix_dense_version") {
