@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/prototext"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
@@ -56,13 +54,9 @@ type Server struct {
 // ReadConfig reads a ModelServerConfig in text format (a --model_config_file); a missing file is an
 // error of kind NotFound, a bad one of kind Value, each naming the file.
 func ReadConfig(file string) (*servingconfig.ModelServerConfig, []byte, error) {
-	data, err := os.ReadFile(file)
+	cfg, data, err := configpoll.Read(file)
 	if err != nil {
-		return nil, nil, errkind.Wrap(errkind.NotFound, fmt.Errorf("model config file: %w", err))
-	}
-	cfg := &servingconfig.ModelServerConfig{}
-	if err := prototext.Unmarshal(data, cfg); err != nil {
-		return nil, nil, errkind.Wrap(errkind.Value, fmt.Errorf("model config file %s: %w", file, err))
+		return nil, nil, err
 	}
 	if err := CheckConfig(cfg.GetModelConfigList().GetConfig()); err != nil {
 		return nil, nil, errkind.Wrap(errkind.Value, fmt.Errorf("model config file %s: %w", file, err))

@@ -5,6 +5,7 @@ package configpoll
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -22,6 +23,20 @@ func Parse(data []byte) (*servingconfig.ModelServerConfig, error) {
 		return nil, errkind.Wrap(errkind.Value, err)
 	}
 	return cfg, nil
+}
+
+// Read reads and parses the config file a server starts with, returning its content too (a Poller's
+// last); a missing file is an error of kind NotFound, a bad one of kind Value, each naming the file.
+func Read(file string) (*servingconfig.ModelServerConfig, []byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, errkind.Wrap(errkind.NotFound, fmt.Errorf("model config file: %w", err))
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("model config file %s: %w", file, err)
+	}
+	return cfg, data, nil
 }
 
 // Poller polls one config file, hands each new config to its apply function and remembers the

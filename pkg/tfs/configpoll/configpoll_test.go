@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
@@ -136,6 +137,48 @@ func TestParse(t *testing.T) {
 			}
 			if got := len(cfg.GetModelConfigList().GetConfig()); got != tt.want {
 				t.Errorf("Parse: %d models, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRead(t *testing.T) {
+	tests := []struct {
+		name     string
+		content  *string      // nil: no file
+		wantKind errkind.Kind // Unknown: no error
+		want     int          // models
+	}{
+		{name: "one model", content: ptr(confA), want: 1},
+		{name: "missing file is NotFound", wantKind: errkind.NotFound},
+		{name: "bad text is Value", content: ptr("model_config_list {"), wantKind: errkind.Value},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "model.config")
+			if tt.content != nil {
+				if err := os.WriteFile(file, []byte(*tt.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, data, err := Read(file)
+			if tt.wantKind != errkind.Unknown {
+				if err == nil || errkind.Of(err) != tt.wantKind {
+					t.Fatalf("Read error = %v (kind %v), want kind %v", err, errkind.Of(err), tt.wantKind)
+				}
+				if tt.content != nil && !strings.Contains(err.Error(), file) {
+					t.Errorf("Read error %q does not name the file %s", err, file)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			if got := len(cfg.GetModelConfigList().GetConfig()); got != tt.want {
+				t.Errorf("Read: %d models, want %d", got, tt.want)
+			}
+			if string(data) != *tt.content {
+				t.Errorf("Read content = %q, want %q", data, *tt.content)
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
-	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/grpcrun"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/tfs/configpoll"
@@ -70,14 +68,10 @@ func New(cfg *servingconfig.ModelServerConfig, opts Options) (*Server, error) {
 	}
 	var lastConf []byte
 	if cfg == nil && opts.ConfigFile != "" {
-		data, err := os.ReadFile(opts.ConfigFile)
-		if err != nil {
-			return nil, errkind.Wrap(errkind.NotFound, fmt.Errorf("fake tfs: model config file: %w", err))
+		var err error
+		if cfg, lastConf, err = configpoll.Read(opts.ConfigFile); err != nil {
+			return nil, fmt.Errorf("fake tfs: %w", err)
 		}
-		if cfg, err = ParseConfig(data); err != nil {
-			return nil, fmt.Errorf("fake tfs: model config file %s: %w", opts.ConfigFile, err)
-		}
-		lastConf = data
 	}
 	gs := grpc.NewServer()
 	run, err := grpcrun.Listen("fake tfs", opts.Addr, gs, log)
