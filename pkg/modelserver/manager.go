@@ -201,26 +201,23 @@ func (m *Manager) Sync() {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	type job struct {
-		name  string
-		md    *model
-		gen   int
-		conf  *servingconfig.ModelConfig
-		found []modelconfig.VersionDir
-		err   error
+		name    string
+		md      *model
+		gen     int
+		conf    *servingconfig.ModelConfig
+		removed bool
+		found   []modelconfig.VersionDir
+		err     error
 	}
 	var jobs []*job
 	m.mu.Lock()
 	for name, md := range m.models {
-		jobs = append(jobs, &job{name: name, md: md, gen: md.gen, conf: md.conf})
-	}
-	removed := map[*model]bool{}
-	for _, md := range m.models {
-		removed[md] = md.removed
+		jobs = append(jobs, &job{name: name, md: md, gen: md.gen, conf: md.conf, removed: md.removed})
 	}
 	m.mu.Unlock()
 	// Listing may be slow (a network file system): no lock held.
 	for _, j := range jobs {
-		if !removed[j.md] {
+		if !j.removed {
 			j.found, j.err = modelconfig.VersionDirs(j.conf.GetBasePath())
 		}
 	}
