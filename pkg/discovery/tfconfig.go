@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -30,12 +31,15 @@ var _ ServiceDiscovery = (*TFConfig)(nil)
 // reference's json.loads failed); JSON that is not an object, or a "cluster" or "task" that is not
 // one, is an error of kind Type (the reference's TypeError indexing it with a key).
 func NewTFConfig(tfConfig string) (*TFConfig, error) {
-	var doc any
-	if err := json.Unmarshal([]byte(tfConfig), &doc); err != nil {
+	// One decode: Unmarshal checks the whole text is JSON before it fills top, so a syntax error
+	// is the text's, any other failure (or null) the value's type.
+	var top map[string]json.RawMessage
+	err := json.Unmarshal([]byte(tfConfig), &top)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
 		return nil, errkind.New(errkind.Value, "TF_CONFIG is not JSON: %w", err)
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(tfConfig), &top); err != nil || top == nil {
+	if err != nil || top == nil {
 		return nil, errkind.New(errkind.Type, "TF_CONFIG is not a JSON object: %.60s", tfConfig)
 	}
 	d := &TFConfig{}
