@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
 	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
@@ -100,20 +100,11 @@ func demoModelExport(ctx context.Context, cacheDir string, log *slog.Logger) (*d
 // checkDemoExport loads the newest entry version of base and its PS shards, as the model server
 // will.
 func checkDemoExport(ctx context.Context, base string) (*demoExport, error) {
-	entries, err := os.ReadDir(filepath.Join(base, "entry"))
+	latest, err := modelconfig.LatestVersion(filepath.Join(base, "entry"))
 	if err != nil {
 		return nil, err
 	}
-	var versions []int64
-	for _, e := range entries {
-		if v, err := strconv.ParseInt(e.Name(), 10, 64); err == nil && e.IsDir() {
-			versions = append(versions, v)
-		}
-	}
-	if len(versions) == 0 {
-		return nil, fmt.Errorf("no entry version in %s", base)
-	}
-	version := strconv.FormatInt(slices.Max(versions), 10)
+	version := latest.Name
 	entryDir := filepath.Join(base, "entry", version)
 	e, err := export.LoadEntry(entryDir)
 	if err != nil {
