@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
@@ -175,15 +173,9 @@ func RandomModelBatch(rng *rand.Rand, mf *ModelFeatures, batchSize int, now time
 		}
 		eb.NamedFeatureList = append(eb.NamedFeatureList, list)
 	}
-	lineIDs := &examplepb.NamedFeatureList{Name: LineIDFeature, Feature: make([]*examplepb.Feature, n)}
-	labels := &examplepb.NamedFeatureList{Name: LabelFeature, Feature: make([]*examplepb.Feature, n)}
-	for i := range n {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(RandomLineID(rng, ProfileExtraFeatures, ProfileActions, now))
-		if err != nil {
-			return nil, fmt.Errorf("random model batch: line id: %w", err)
-		}
-		lineIDs.Feature[i] = bytesFeature(b)
-		labels.Feature[i] = &examplepb.Feature{Type: &examplepb.Feature_FloatList{FloatList: &examplepb.FloatList{Value: []float32{float32(i % 2)}}}}
+	lineIDs, labels, err := lineIDAndLabelLists(rng, n, ProfileExtraFeatures, ProfileActions, now)
+	if err != nil {
+		return nil, fmt.Errorf("random model batch: %w", err)
 	}
 	eb.NamedFeatureList = append(eb.NamedFeatureList, lineIDs, labels)
 	return eb, nil

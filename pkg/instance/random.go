@@ -118,18 +118,28 @@ func RandomExampleBatch(rng *rand.Rand, opts RandomBatchOptions) (*examplepb.Exa
 		}
 		eb.NamedFeatureList = append(eb.NamedFeatureList, list)
 	}
-	lineIDs := &examplepb.NamedFeatureList{Name: LineIDFeature, Feature: make([]*examplepb.Feature, n)}
-	labels := &examplepb.NamedFeatureList{Name: LabelFeature, Feature: make([]*examplepb.Feature, n)}
+	lineIDs, labels, err := lineIDAndLabelLists(rng, n, opts.Extra, opts.Actions, opts.Now)
+	if err != nil {
+		return nil, fmt.Errorf("random example batch: %w", err)
+	}
+	eb.NamedFeatureList = append(eb.NamedFeatureList, lineIDs, labels)
+	return eb, nil
+}
+
+// lineIDAndLabelLists are the __LINE_ID__ (RandomLineID) and __LABEL__ (example i: i % 2) lists
+// of n examples.
+func lineIDAndLabelLists(rng *rand.Rand, n int, extra []ExtraFeature, actions []int32, now time.Time) (lineIDs, labels *examplepb.NamedFeatureList, err error) {
+	lineIDs = &examplepb.NamedFeatureList{Name: LineIDFeature, Feature: make([]*examplepb.Feature, n)}
+	labels = &examplepb.NamedFeatureList{Name: LabelFeature, Feature: make([]*examplepb.Feature, n)}
 	for i := range n {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(RandomLineID(rng, opts.Extra, opts.Actions, opts.Now))
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(RandomLineID(rng, extra, actions, now))
 		if err != nil {
-			return nil, fmt.Errorf("random example batch: line id: %w", err)
+			return nil, nil, fmt.Errorf("line id: %w", err)
 		}
 		lineIDs.Feature[i] = bytesFeature(b)
 		labels.Feature[i] = &examplepb.Feature{Type: &examplepb.Feature_FloatList{FloatList: &examplepb.FloatList{Value: []float32{float32(i % 2)}}}}
 	}
-	eb.NamedFeatureList = append(eb.NamedFeatureList, lineIDs, labels)
-	return eb, nil
+	return lineIDs, labels, nil
 }
 
 func bytesFeature(b []byte) *examplepb.Feature {
