@@ -469,22 +469,16 @@ func (m *Manager) Acquire(spec *servingapis.ModelSpec) (*Handle, error) {
 	if !ok || md.removed {
 		return nil, status.Errorf(codes.NotFound, "Servable not found for request: Latest(%s)", name)
 	}
+	want, err := wantedVersion(md, spec)
+	if err != nil {
+		return nil, err
+	}
 	var v *version
-	switch choice := spec.GetVersionChoice().(type) {
-	case *servingapis.ModelSpec_Version:
-		n := choice.Version.GetValue()
-		if v = md.versions[n]; v == nil || v.state != StateAvailable {
-			return nil, status.Errorf(codes.NotFound, "Servable not found for request: Specific(%s, %d)", name, n)
+	if want != nil {
+		if v = md.versions[*want]; v == nil || v.state != StateAvailable {
+			return nil, status.Errorf(codes.NotFound, "Servable not found for request: Specific(%s, %d)", name, *want)
 		}
-	case *servingapis.ModelSpec_VersionLabel:
-		n, ok := md.conf.GetVersionLabels()[choice.VersionLabel]
-		if !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "Unrecognized servable version label: %s", choice.VersionLabel)
-		}
-		if v = md.versions[n]; v == nil || v.state != StateAvailable {
-			return nil, status.Errorf(codes.NotFound, "Servable not found for request: Specific(%s, %d)", name, n)
-		}
-	default:
+	} else {
 		for _, c := range md.versions {
 			if c.state == StateAvailable && (v == nil || c.num > v.num) {
 				v = c
@@ -498,6 +492,23 @@ func (m *Manager) Acquire(spec *servingapis.ModelSpec) (*Handle, error) {
 	return &Handle{Servable: v.servable, Model: name, Version: v.num, v: v}, nil
 }
 
+// wantedVersion is the version spec names, by number or by one of the model's labels; nil when it
+// names none. An unknown label is an INVALID_ARGUMENT status.
+func wantedVersion(md *model, spec *servingapis.ModelSpec) (*int64, error) {
+	switch choice := spec.GetVersionChoice().(type) {
+	case *servingapis.ModelSpec_Version:
+		n := choice.Version.GetValue()
+		return &n, nil
+	case *servingapis.ModelSpec_VersionLabel:
+		n, ok := md.conf.GetVersionLabels()[choice.VersionLabel]
+		if !ok {
+			return nil, status.Errorf(codes.InvalidArgument, "Unrecognized servable version label: %s", choice.VersionLabel)
+		}
+		return &n, nil
+	}
+	return nil, nil
+}
+
 // Status answers GetModelStatus: every version the model has (newest first, as TF Serving), or
 // the one spec names. An unknown model or version is a NOT_FOUND status.
 func (m *Manager) Status(spec *servingapis.ModelSpec) ([]*servingapis.ModelVersionStatus, error) {
@@ -508,17 +519,9 @@ func (m *Manager) Status(spec *servingapis.ModelSpec) ([]*servingapis.ModelVersi
 	if !ok || len(md.versions) == 0 {
 		return nil, status.Errorf(codes.NotFound, "Could not find any versions of model %s", name)
 	}
-	var want *int64
-	switch choice := spec.GetVersionChoice().(type) {
-	case *servingapis.ModelSpec_Version:
-		n := choice.Version.GetValue()
-		want = &n
-	case *servingapis.ModelSpec_VersionLabel:
-		n, ok := md.conf.GetVersionLabels()[choice.VersionLabel]
-		if !ok {
-			return nil, status.Errorf(codes.InvalidArgument, "Unrecognized servable version label: %s", choice.VersionLabel)
-		}
-		want = &n
+	want, err := wantedVersion(md, spec)
+	if err != nil {
+		return nil, err
 	}
 	var out []*servingapis.ModelVersionStatus
 	for _, v := range md.versions {
