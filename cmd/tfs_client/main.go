@@ -369,34 +369,41 @@ func randomInputs(c cmdFlags, n int, seed uint64) (inputs, error) {
 		return inputs{}, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
-	in := inputs{name: "instances", source: fmt.Sprintf("random, seed %d", seed)}
-	if c.InputType == "example_batch" {
-		in.name = "example_batch"
-	}
+	in := inputs{source: fmt.Sprintf("random, seed %d", seed)}
 	for range n {
 		eb, err := gen(rng)
 		if err != nil {
 			return inputs{}, cli.Usage(err)
 		}
-		var vals [][]byte
-		if in.name == "example_batch" {
-			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb)
-			if err != nil {
-				return inputs{}, err
-			}
-			vals = [][]byte{b}
-		} else {
-			insts, err := instance.ExampleBatchToInstances(eb)
-			if err != nil {
-				return inputs{}, err
-			}
-			if vals, err = instance.Marshal(insts); err != nil {
-				return inputs{}, err
-			}
+		name, tensor, err := batchInput(c.InputType, eb)
+		if err != nil {
+			return inputs{}, err
 		}
-		in.tensors = append(in.tensors, instance.MakeTensorProto(vals))
+		in.name = name
+		in.tensors = append(in.tensors, tensor)
 	}
 	return in, nil
+}
+
+// batchInput is the Predict input of an ExampleBatch for --input_type: the batch itself for
+// example_batch, its examples as Instances otherwise.
+func batchInput(inputType string, eb *examplepb.ExampleBatch) (string, *tfframework.TensorProto, error) {
+	if inputType == "example_batch" {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb)
+		if err != nil {
+			return "", nil, err
+		}
+		return "example_batch", instance.MakeTensorProto([][]byte{b}), nil
+	}
+	insts, err := instance.ExampleBatchToInstances(eb)
+	if err != nil {
+		return "", nil, err
+	}
+	vals, err := instance.Marshal(insts)
+	if err != nil {
+		return "", nil, err
+	}
+	return "instances", instance.MakeTensorProto(vals), nil
 }
 
 // batchGenerator makes the random ExampleBatches: with --model_spec, batches of the exported
@@ -463,29 +470,15 @@ func fileInput(c cmdFlags, path string) (string, *tfframework.TensorProto, error
 			return "", nil, cli.Usage(err)
 		}
 		return "instances", instance.MakeTensorProto(vals), nil
-	case "example_batch":
-		eb, err := instance.ReadExampleBatch(path, format, h)
-		if err != nil {
-			return "", nil, cli.Usage(err)
-		}
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb)
-		if err != nil {
-			return "", nil, err
-		}
-		return "example_batch", instance.MakeTensorProto([][]byte{b}), nil
 	default:
 		eb, err := instance.ReadExampleBatch(path, format, h)
 		if err != nil {
 			return "", nil, cli.Usage(err)
 		}
-		insts, err := instance.ExampleBatchToInstances(eb)
+		name, tensor, err := batchInput(c.InputType, eb)
 		if err != nil {
 			return "", nil, cli.Usage(fmt.Errorf("%s: %w", path, err))
 		}
-		vals, err := instance.Marshal(insts)
-		if err != nil {
-			return "", nil, err
-		}
-		return "instances", instance.MakeTensorProto(vals), nil
+		return name, tensor, nil
 	}
 }
