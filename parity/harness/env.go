@@ -14,9 +14,10 @@ var managedEnv = []string{
 	"DENSE_SERVICE_IDX", "MONOLITH_HOST_SHARD_N", "MY_CPU_LIMIT",
 }
 
-// applyEnv makes the process environment the case's: env set, the other managed variables unset.
+// ApplyEnv makes the process environment the case's: env set, the other managed variables unset.
 // The returned func restores the whole environment as it was, including anything an adapter set.
-func applyEnv(env map[string]string) (restore func(), err error) {
+// Run calls it for every case; an adapter calls it for a step that runs in another environment.
+func ApplyEnv(env map[string]string) (restore func(), err error) {
 	saved := os.Environ()
 	restore = func() { restoreEnviron(saved) }
 	for _, k := range managedEnv {

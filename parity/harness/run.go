@@ -200,7 +200,7 @@ func runOne(c *Case, r *Registry, p Policy) Result {
 	if err != nil {
 		return failed(res, err.Error())
 	}
-	restore, err := applyEnv(env)
+	restore, err := ApplyEnv(env)
 	if err != nil {
 		return failed(res, err.Error())
 	}

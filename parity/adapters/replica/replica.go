@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -212,7 +211,10 @@ func register(c *harness.Ctx, in harness.Input, real bool) (any, error) {
 // registerOther registers another replica in its own environment (the process environment is
 // the case's again afterwards; the harness restores it fully after the case too).
 func registerOther(ctx context.Context, c *harness.Ctx, client zk.Client, o other) error {
-	restore := setEnv(o.Env)
+	restore, err := harness.ApplyEnv(o.Env)
+	if err != nil {
+		return err
+	}
 	defer restore()
 	conf, err := configFromKwargs(c, o.ConfKwargs)
 	if err != nil {
@@ -608,39 +610,5 @@ func queries(w *replica.Watcher, conf *agentconf.AgentConfig) map[string]any {
 		"get_replicas(PS, 2, idc, cluster)":     addrs(w.GetReplicas(ps, 2, dc)),
 		"get_replicas_with_extra_info(PS, 0)":   extra,
 		"replicas_keys":                         keys,
-	}
-}
-
-// managedEnv are the variables the reference reads (as the harness manages them per case).
-var managedEnv = []string{
-	"SHARD_ID", "REPLICA_ID", "MY_POD_NAME", "MY_HOST_IP", "MY_HOST_IPV6", "MY_POD_IP",
-	"TCE_INTERNAL_IDC", "TCE_LOGICAL_CLUSTER", "TCE_CLUSTER", "TCE_PHYSICAL_CLUSTER", "TCE_PSM",
-	"PORT", "PORT2", "PORT3", "PORT4", "PORT5", "PORT6", "PORT7", "PORT8", "PORT9", "PORT10",
-	"DENSE_SERVICE_IDX", "MONOLITH_HOST_SHARD_N", "MY_CPU_LIMIT",
-}
-
-// setEnv makes the managed variables env's (the others unset) and returns what puts them back.
-func setEnv(env map[string]string) (restore func()) {
-	saved := map[string]*string{}
-	for _, k := range managedEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			saved[k] = &v
-		} else {
-			saved[k] = nil
-		}
-		if v, ok := env[k]; ok {
-			os.Setenv(k, v)
-		} else {
-			os.Unsetenv(k)
-		}
-	}
-	return func() {
-		for k, v := range saved {
-			if v == nil {
-				os.Unsetenv(k)
-			} else {
-				os.Setenv(k, *v)
-			}
-		}
 	}
 }
