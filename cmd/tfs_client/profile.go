@@ -72,9 +72,12 @@ type profileResult struct {
 	firstErr         map[codes.Code]string
 }
 
-func (r profileResult) failed() uint64 {
+func (r profileResult) failed() uint64 { return total(r.errs) }
+
+// total is the number of failed requests of errs.
+func total(errs map[codes.Code]uint64) uint64 {
 	var n uint64
-	for _, c := range r.errs {
+	for _, c := range errs {
 		n += c
 	}
 	return n
@@ -216,14 +219,10 @@ func (p *profileLoad) logProgress(start time.Time, stats []*workerStats, sent *a
 		case <-tick.C:
 			now := time.Now() // a late tick still reports the real interval
 			latency, _, errs, _ := merge(stats)
-			var failed uint64
-			for _, n := range errs {
-				failed += n
-			}
 			qps := float64(latency.n-lastOK) / now.Sub(last).Seconds()
 			lastOK, last = latency.n, now
 			p.log.Info("profile progress", "elapsed", now.Sub(start).Round(time.Millisecond).String(),
-				"duration", p.duration.String(), "requests", sent.Load(), "ok", latency.n, "errors", failed,
+				"duration", p.duration.String(), "requests", sent.Load(), "ok", latency.n, "errors", total(errs),
 				"qps", round(qps, 1), "p50_ms", ms(latency.quantile(0.5)), "p99_ms", ms(latency.quantile(0.99)))
 		}
 	}
