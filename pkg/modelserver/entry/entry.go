@@ -126,14 +126,10 @@ func (l *Loader) Load(ctx context.Context, src modelserver.Source) (modelserver.
 }
 
 func signature() *tfprotobuf.SignatureDef {
-	info := func(name string, dtype tfframework.DataType) *tfprotobuf.TensorInfo {
-		return &tfprotobuf.TensorInfo{Encoding: &tfprotobuf.TensorInfo_Name{Name: name}, Dtype: dtype,
-			TensorShape: &tfframework.TensorShapeProto{Dim: []*tfframework.TensorShapeProto_Dim{{Size: -1}}}}
-	}
 	def := &tfprotobuf.SignatureDef{MethodName: modelserver.PredictMethod, Inputs: map[string]*tfprotobuf.TensorInfo{},
-		Outputs: map[string]*tfprotobuf.TensorInfo{OutputScores: info(OutputScores, tfframework.DataType_DT_FLOAT)}}
+		Outputs: map[string]*tfprotobuf.TensorInfo{OutputScores: tensors.Info(OutputScores, tfframework.DataType_DT_FLOAT, -1)}}
 	for _, n := range inputNames {
-		def.Inputs[n] = info(n, tfframework.DataType_DT_STRING)
+		def.Inputs[n] = tensors.Info(n, tfframework.DataType_DT_STRING, -1)
 	}
 	return def
 }

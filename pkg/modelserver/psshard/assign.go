@@ -45,9 +45,9 @@ func assignDef(dims map[string]int) *tfprotobuf.SignatureDef {
 		Outputs:    map[string]*tfprotobuf.TensorInfo{},
 	}
 	for name, dim := range dims {
-		def.Inputs[name+AssignIDSuffix] = tensorInfo(name+AssignIDSuffix, tfframework.DataType_DT_INT64, -1)
-		def.Inputs[name+AssignValueSuffix] = tensorInfo(name+AssignValueSuffix, tfframework.DataType_DT_FLOAT, -1, int64(dim))
-		def.Outputs[name+AssignResultSuffix] = tensorInfo(name+AssignResultSuffix, tfframework.DataType_DT_INT32)
+		def.Inputs[name+AssignIDSuffix] = tensors.Info(name+AssignIDSuffix, tfframework.DataType_DT_INT64, -1)
+		def.Inputs[name+AssignValueSuffix] = tensors.Info(name+AssignValueSuffix, tfframework.DataType_DT_FLOAT, -1, int64(dim))
+		def.Outputs[name+AssignResultSuffix] = tensors.Info(name+AssignResultSuffix, tfframework.DataType_DT_INT32)
 	}
 	return def
 }

@@ -71,11 +71,11 @@ func New(shard *export.PSShard) *Servable {
 	def := &tfprotobuf.SignatureDef{
 		MethodName: modelserver.PredictMethod,
 		Inputs: map[string]*tfprotobuf.TensorInfo{
-			InputTable: tensorInfo(InputTable, tfframework.DataType_DT_STRING),
-			InputIDs:   tensorInfo(InputIDs, tfframework.DataType_DT_INT64, -1),
+			InputTable: tensors.Info(InputTable, tfframework.DataType_DT_STRING),
+			InputIDs:   tensors.Info(InputIDs, tfframework.DataType_DT_INT64, -1),
 		},
 		Outputs: map[string]*tfprotobuf.TensorInfo{
-			OutputEmbedding: tensorInfo(OutputEmbedding, tfframework.DataType_DT_FLOAT, -1, -1),
+			OutputEmbedding: tensors.Info(OutputEmbedding, tfframework.DataType_DT_FLOAT, -1, -1),
 		},
 	}
 	dims := make(map[string]int, len(shard.Tables))
@@ -83,14 +83,6 @@ func New(shard *export.PSShard) *Servable {
 		dims[name] = t.Dim()
 	}
 	return &Servable{shard: shard, sigs: map[string]*tfprotobuf.SignatureDef{Signature: def, modelserver.DefaultSignature: def, AssignSignature: assignDef(dims)}}
-}
-
-func tensorInfo(name string, dtype tfframework.DataType, dims ...int64) *tfprotobuf.TensorInfo {
-	shape := &tfframework.TensorShapeProto{}
-	for _, d := range dims {
-		shape.Dim = append(shape.Dim, &tfframework.TensorShapeProto_Dim{Size: d})
-	}
-	return &tfprotobuf.TensorInfo{Encoding: &tfprotobuf.TensorInfo_Name{Name: name}, Dtype: dtype, TensorShape: shape}
 }
 
 // Shard is the loaded shard (parameter sync assigns to its tables).

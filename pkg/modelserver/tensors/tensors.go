@@ -9,6 +9,7 @@ import (
 	"math"
 
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
+	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -128,4 +129,9 @@ func FromFloat32s(vals []float32, shape ...int64) *tfframework.TensorProto {
 // FromStrings is a DT_STRING tensor of shape holding vals (not copied).
 func FromStrings(vals [][]byte, shape ...int64) *tfframework.TensorProto {
 	return &tfframework.TensorProto{Dtype: tfframework.DataType_DT_STRING, TensorShape: shapeProto(shape), StringVal: vals}
+}
+
+// Info describes a signature's input or output: the tensor name, its type and shape (-1: any size).
+func Info(name string, dtype tfframework.DataType, shape ...int64) *tfprotobuf.TensorInfo {
+	return &tfprotobuf.TensorInfo{Encoding: &tfprotobuf.TensorInfo_Name{Name: name}, Dtype: dtype, TensorShape: shapeProto(shape)}
 }

@@ -72,3 +72,27 @@ func TestBadTensors(t *testing.T) {
 		})
 	}
 }
+
+func TestInfo(t *testing.T) {
+	tests := []struct {
+		name  string
+		dtype tfframework.DataType
+		shape []int64
+	}{
+		{"scalar", tfframework.DataType_DT_INT32, nil},
+		{"vector of any size", tfframework.DataType_DT_STRING, []int64{-1}},
+		{"matrix", tfframework.DataType_DT_FLOAT, []int64{-1, 16}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := Info(tt.name, tt.dtype, tt.shape...)
+			var dims []int64
+			for _, d := range info.GetTensorShape().GetDim() {
+				dims = append(dims, d.GetSize())
+			}
+			if info.GetName() != tt.name || info.GetDtype() != tt.dtype || !slices.Equal(dims, tt.shape) || info.GetTensorShape() == nil {
+				t.Errorf("Info = %v, want name %q, dtype %v, shape %v", info, tt.name, tt.dtype, tt.shape)
+			}
+		})
+	}
+}
