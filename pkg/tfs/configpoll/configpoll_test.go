@@ -46,12 +46,7 @@ func TestPoll(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "model.config")
-			if tt.content != nil {
-				if err := os.WriteFile(file, []byte(*tt.content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			file := configFile(t, tt.content)
 			var got []string
 			apply := func(cfg *servingconfig.ModelServerConfig) error {
 				for _, mc := range cfg.GetModelConfigList().GetConfig() {
@@ -155,12 +150,7 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "model.config")
-			if tt.content != nil {
-				if err := os.WriteFile(file, []byte(*tt.content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			file := configFile(t, tt.content)
 			cfg, data, err := Read(file)
 			if tt.wantKind != errkind.Unknown {
 				if err == nil || errkind.Of(err) != tt.wantKind {
@@ -185,6 +175,18 @@ func TestRead(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// configFile is a config file path in a new directory, holding content (nil: no file there).
+func configFile(t *testing.T, content *string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "model.config")
+	if content != nil {
+		if err := os.WriteFile(file, []byte(*content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return file
+}
 
 // recorder is a slog.Handler that keeps the records it gets.
 type recorder struct{ records []record }
