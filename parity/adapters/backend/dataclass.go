@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"github.com/monolith-go/monolith/gen/spec/pydataclass"
 	"github.com/monolith-go/monolith/parity/adapters/datadef"
 	"github.com/monolith-go/monolith/parity/adapters/utils"
 	"github.com/monolith-go/monolith/parity/harness"
@@ -18,12 +17,7 @@ func registerDataclasses(r *harness.Registry) {
 	r.Register("Container(**kwargs).__str__", containerStr)
 }
 
-type pyRecord interface {
-	Serialize() []byte
-	PyDict() pydataclass.Value
-}
-
-func decodeAs(class string, b []byte) (pyRecord, error) {
+func decodeAs(class string, b []byte) (datadef.Record, error) {
 	if class == "SavedModelDeployConfig" {
 		return bk.DeserializeSavedModelDeployConfig(b)
 	}
@@ -48,24 +42,9 @@ func serializeKwargs(_ *harness.Ctx, in harness.Input) (any, error) {
 	return utils.PyBytes(rec.Serialize()), nil
 }
 
+// deserializeOne lists the fields as data_def's records do (these records hold no enums or bytes).
 func deserializeOne(_ *harness.Ctx, in harness.Input) (any, error) {
-	class, err := in.Str("class")
-	if err != nil {
-		return nil, err
-	}
-	s, err := in.Str("serialized_utf8")
-	if err != nil {
-		return nil, err
-	}
-	rec, err := decodeAs(class, []byte(s))
-	if err != nil {
-		return nil, err
-	}
-	fields := map[string]any{}
-	for _, m := range rec.PyDict().D {
-		fields[m.Key] = datadef.PyJSON(m.Val)
-	}
-	return map[string]any{"fields": fields, "reserialized": utils.PyBytes(rec.Serialize())}, nil
+	return datadef.Deserialized(in, decodeAs)
 }
 
 // strKwargs reads string constructor arguments; an absent one is Go's zero value "" (the

@@ -57,15 +57,15 @@ func enumValues(*harness.Ctx, harness.Input) (any, error) {
 	}, nil
 }
 
-// record is any data_def record as the adapter handles it.
-type record interface {
+// Record is a dataclass record (of data_def.py or backends.py) as the adapters handle it.
+type Record interface {
 	Serialize() []byte
 	PyDict() pydataclass.Value
 }
 
 // kwargs decodes the case's kwargs (the dataclass constructor arguments) into a record: the record
 // with its defaults is serialized, the kwargs merged over it, and the result deserialized.
-func fromKwargs(class string, in harness.Input) (record, error) {
+func fromKwargs(class string, in harness.Input) (Record, error) {
 	raw, err := in.Raw("kwargs")
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func PublishMetaFromKwargs(raw json.RawMessage) (datadef.PublishMeta, error) {
 	return rec.(datadef.PublishMeta), nil
 }
 
-func recordFromKwargs(class string, raw json.RawMessage) (record, error) {
+func recordFromKwargs(class string, raw json.RawMessage) (Record, error) {
 	var kw map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &kw); err != nil {
 		return nil, fmt.Errorf("kwargs: %w", err)
@@ -163,7 +163,7 @@ func mergeOrdered(raw json.RawMessage, kw map[string]json.RawMessage) ([]byte, e
 	return b.Bytes(), nil
 }
 
-func deserializeAs(class string, b []byte) (record, error) {
+func deserializeAs(class string, b []byte) (Record, error) {
 	switch class {
 	case "ModelMeta":
 		return datadef.DeserializeModelMeta(b)
@@ -203,7 +203,7 @@ func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "
 // fields lists a record's fields as the goldens do, from what the record holds in Python terms:
 // enums by name (except the proto enum stat), bytes as bytes, non-finite floats as json.dumps
 // writes them (the goldens hold them as strings).
-func fields(rec record) map[string]any {
+func fields(rec Record) map[string]any {
 	out := map[string]any{}
 	for _, m := range rec.PyDict().D {
 		v := m.Val
@@ -224,16 +224,16 @@ func fields(rec record) map[string]any {
 			}
 			out[m.Key] = utils.PyBytes(b)
 		default:
-			out[m.Key] = PyJSON(v)
+			out[m.Key] = pyJSON(v)
 		}
 	}
 	return out
 }
 
-// PyJSON is a Python value as the goldens write it: ints and floats in their literal forms,
+// pyJSON is a Python value as the goldens write it: ints and floats in their literal forms,
 // non-finite floats as the strings json.dumps gives them, lone surrogates as U+FFFD (what a JSON
 // reader makes of their escapes).
-func PyJSON(v pydataclass.Value) any {
+func pyJSON(v pydataclass.Value) any {
 	switch v.Kind {
 	case pydataclass.Null:
 		return nil
@@ -251,18 +251,24 @@ func PyJSON(v pydataclass.Value) any {
 	case pydataclass.List:
 		l := make([]any, len(v.L))
 		for i, x := range v.L {
-			l[i] = PyJSON(x)
+			l[i] = pyJSON(x)
 		}
 		return l
 	}
 	d := map[string]any{}
 	for _, m := range v.D {
-		d[strings.ToValidUTF8(m.Key, "\uFFFD")] = PyJSON(m.Val)
+		d[strings.ToValidUTF8(m.Key, "\uFFFD")] = pyJSON(m.Val)
 	}
 	return d
 }
 
 func deserialize(_ *harness.Ctx, in harness.Input) (any, error) {
+	return Deserialized(in, deserializeAs)
+}
+
+// Deserialized replays <class>.deserialize(serialized_utf8) with decode: the record's fields as
+// the goldens write them, and what the record serializes to again.
+func Deserialized(in harness.Input, decode func(class string, b []byte) (Record, error)) (any, error) {
 	class, err := in.Str("class")
 	if err != nil {
 		return nil, err
@@ -271,7 +277,7 @@ func deserialize(_ *harness.Ctx, in harness.Input) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := deserializeAs(class, []byte(s))
+	rec, err := decode(class, []byte(s))
 	if err != nil {
 		return nil, err
 	}
