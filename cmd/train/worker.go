@@ -14,8 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
-	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
-	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	opspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/ops"
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	"github.com/monolith-go/monolith/internal/cli"
@@ -29,6 +27,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
+	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
 )
 
 // denseSeed draws the dense parameters: the same on every worker, which the allreduce then keeps
@@ -135,17 +134,13 @@ func dnnFeatures(f cputrainingspec.TrainFlags, schema batch.Schema) ([]dnn.Featu
 	if err != nil {
 		return nil, nil, err
 	}
-	opt := &optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
-		LearningRate: proto.Float32(float32(f.EmbeddingLearningRate)), InitialAccumulatorValue: proto.Float32(0.1)}}}
-	init := &initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{
-		RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}}
 	var (
 		features []dnn.Feature
 		tables   []*pspb.TableConfig
 	)
 	for i, name := range schema.Sparse {
 		features = append(features, dnn.Feature{Name: name, Slot: slots[i], Dim: f.EmbeddingDim})
-		t := ps.NewTableConfig(name, f.EmbeddingDim, opt, init)
+		t := inprocess.TableConfig(name, f.EmbeddingDim, float32(f.EmbeddingLearningRate))
 		if err := ps.CheckTableConfig(t); err != nil {
 			return nil, nil, fmt.Errorf("--sparse_features: %w", err)
 		}

@@ -49,12 +49,16 @@ type Job struct {
 	Servers []*ps.Running
 }
 
-// TableConfig is cmd/train's table: dim floats, the reference's Adagrad (initial accumulator
-// 0.1) at learning rate 0.3, new entries random uniform.
-func TableConfig(name string, dim int) *pspb.TableConfig {
+// embeddingLearningRate is the tables' learning rate (cmd/train's --embedding_learning_rate
+// default).
+const embeddingLearningRate = 0.3
+
+// TableConfig is cmd/train's table (which cmd/train builds here too): dim floats, the reference's
+// Adagrad (initial accumulator 0.1) at learningRate, new entries random uniform.
+func TableConfig(name string, dim int, learningRate float32) *pspb.TableConfig {
 	return ps.NewTableConfig(name, dim,
 		&optimizerpb.OptimizerConfig{Type: &optimizerpb.OptimizerConfig_Adagrad{Adagrad: &optimizerpb.AdagradOptimizerConfig{
-			LearningRate: proto.Float32(0.3), InitialAccumulatorValue: proto.Float32(0.1)}}},
+			LearningRate: proto.Float32(learningRate), InitialAccumulatorValue: proto.Float32(0.1)}}},
 		&initializerpb.InitializerConfig{Type: &initializerpb.InitializerConfig_RandomUniform{RandomUniform: &initializerpb.RandomUniformInitializerConfig{}}})
 }
 
@@ -81,7 +85,7 @@ func Start(cfg Config) (_ *Job, err error) {
 	for s := 1; s <= cfg.Data.NumSlots; s++ {
 		name := synth.SlotFeature(s)
 		features = append(features, dnn.Feature{Name: name, Slot: s, Dim: cfg.Dim})
-		tables = append(tables, TableConfig(name, cfg.Dim))
+		tables = append(tables, TableConfig(name, cfg.Dim, embeddingLearningRate))
 	}
 	j := &Job{Gen: g}
 	defer func() {
@@ -108,7 +112,7 @@ func Start(cfg Config) (_ *Job, err error) {
 		return nil, fmt.Errorf("router: %w", err)
 	}
 	dcfg := dnn.Config{Features: features, DenseDim: g.Schema().DenseDim(), Hidden: cfg.Hidden, LearningRate: 0.01,
-		EmbeddingLearningRates: []float32{0.3}, Seed: 1}
+		EmbeddingLearningRates: []float32{embeddingLearningRate}, Seed: 1}
 	if j.Model, err = dnn.New(dcfg, ps.RouterStore{Router: j.Router, Now: cfg.Now}); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
