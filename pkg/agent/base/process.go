@@ -115,3 +115,15 @@ func defaultDir(bin string) string {
 	}
 	return filepath.Dir(bin)
 }
+
+// SetEnv returns a copy of env with key=value, any earlier key= entry dropped (a serving
+// process's environment with one variable set).
+func SetEnv(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}

@@ -201,3 +201,30 @@ func TestStartProcessErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSetEnv: key=value comes last, every earlier key= entry is dropped (and only those: a key
+// that merely starts with key stays), and env itself is left as it was.
+func TestSetEnv(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"unset", []string{"A=1"}, []string{"A=1", "PORT2=9"}},
+		{"empty env", nil, []string{"PORT2=9"}},
+		{"replaced", []string{"PORT2=1", "A=1"}, []string{"A=1", "PORT2=9"}},
+		{"every earlier entry dropped", []string{"PORT2=1", "A=1", "PORT2=2"}, []string{"A=1", "PORT2=9"}},
+		{"longer name kept", []string{"PORT22=1", "PORT2"}, []string{"PORT22=1", "PORT2", "PORT2=9"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := append([]string(nil), tc.env...)
+			if got := SetEnv(tc.env, "PORT2", "9"); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("SetEnv(%q) = %q, want %q", tc.env, got, tc.want)
+			}
+			if !reflect.DeepEqual(tc.env, before) {
+				t.Errorf("SetEnv changed its input: %q, was %q", tc.env, before)
+			}
+		})
+	}
+}

@@ -253,7 +253,7 @@ func NewNodeFromConfig(conf *agentconf.AgentConfig, t ProcessType, o NodeOptions
 		if conf.AgentPort == nil {
 			return nil, errkind.New(errkind.Attribute, "process node ENTRY: agent_port is not set")
 		}
-		env = setEnv(env, "PORT2", fmt.Sprint(*conf.AgentPort))
+		env = agentbase.SetEnv(env, "PORT2", fmt.Sprint(*conf.AgentPort))
 	}
 	var log *agentbase.ServingLog
 	if o.TFSLog != "" && !hasEnv(env, "MLP_POD_NAME") {
@@ -273,17 +273,6 @@ func lookupEnv(env []string, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// setEnv returns a copy of env with key=value, any earlier key= entry dropped.
-func setEnv(env []string, key, value string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key+"=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, key+"="+value)
 }
 
 func hasEnv(env []string, key string) bool {

@@ -371,14 +371,7 @@ const AgentPortEnv = "PORT2"
 // sub-graphs it serves reach this agent's AgentService (HeartBeat) to find their PS replicas, also
 // when agent_port came from agent.conf or was a free port rather than from PORT2.
 func tfsEnv(environ []string, agentPort int) []string {
-	prefix := AgentPortEnv + "="
-	out := make([]string, 0, len(environ)+1)
-	for _, kv := range environ {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return append(out, prefix+strconv.Itoa(agentPort))
+	return agentbase.SetEnv(environ, AgentPortEnv, strconv.Itoa(agentPort))
 }
 
 // defaultTFSBinary is TF Serving's binary when neither Options.TFSBinary nor $MONOLITH_TFS_BINARY
