@@ -408,15 +408,6 @@ func (s *zkServer) close() {
 	}
 }
 
-// replicaMetaFields are ReplicaMeta's fields in declaration order, with their defaults.
-var replicaMetaFields = []struct {
-	name string
-	def  string
-}{
-	{"address", "null"}, {"address_ipv6", "null"}, {"stat", "0"}, {"model_name", "null"}, {"server_type", "null"},
-	{"task", "-1"}, {"replica", "-1"}, {"archon_address", "null"}, {"archon_address_ipv6", "null"},
-}
-
 // seedBytes is what the recording wrote for a seed value: ReplicaMeta(**fields).serialize() for an
 // object (the reference's json.dumps, fields in declaration order, absent ones at their defaults,
 // values as given, null included), b"" for null, the text itself for a string.
@@ -434,10 +425,10 @@ func seedBytes(raw json.RawMessage) ([]byte, error) {
 	}
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, f := range replicaMetaFields {
-		v, ok := fields[f.name]
-		delete(fields, f.name)
-		val := f.def
+	for i, f := range datadef.NewReplicaMeta().PyDict().D { // the fields in order, at their defaults
+		v, ok := fields[f.Key]
+		delete(fields, f.Key)
+		val := string(f.Val.JSON())
 		if ok {
 			var any any
 			if err := json.Unmarshal(v, &any); err != nil {
@@ -455,7 +446,7 @@ func seedBytes(raw json.RawMessage) ([]byte, error) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(pyfmt.JSONString(f.name) + ": " + val)
+		b.WriteString(pyfmt.JSONString(f.Key) + ": " + val)
 	}
 	b.WriteByte('}')
 	if len(fields) > 0 {
