@@ -132,7 +132,7 @@ func register(c *harness.Ctx, in harness.Input, real bool) (any, error) {
 			return nil, err
 		}
 	}
-	zks, err := newZK(ctx, real)
+	zks, err := newZK(real)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +299,7 @@ func watch(c *harness.Ctx, in harness.Input, real bool) (any, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	zks, err := newZK(ctx, real)
+	zks, err := newZK(real)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ type zkServer struct {
 	clients []zk.Client
 }
 
-func newZK(ctx context.Context, real bool) (*zkServer, error) {
+func newZK(real bool) (*zkServer, error) {
 	if !real {
 		return &zkServer{fake: zkfake.NewServer()}, nil
 	}
