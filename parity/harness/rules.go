@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -45,7 +46,7 @@ const (
 // Selects reports whether the rule's conditions on the call, the reference outcome and the input
 // hold for c.
 func (r *Rule) Selects(c *Case) bool {
-	if !contains(r.Calls, c.Call) {
+	if !slices.Contains(r.Calls, c.Call) {
 		return false
 	}
 	switch r.Reference {
@@ -100,15 +101,6 @@ func inputText(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ruleVerdict declares a differing case by the first rule that selects it and is met. ok is false

@@ -1,6 +1,9 @@
 package spec
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Rule declares a class of intentional differences under a parity symbol: every case of the
 // symbol's calls that differs from the reference and that When selects is declared by the rule,
@@ -65,20 +68,11 @@ func validateRules(p *Symbol, names map[string]int, errAt func(int, string, ...a
 		if len(p.Calls) == 0 {
 			return errAt(r.Line, "parity %q: rule %q: the symbol lists no calls for the rule to cover", p.Symbol, r.Name)
 		}
-		if r.When.Call != "" && !contains(p.Calls, r.When.Call) {
+		if r.When.Call != "" && !slices.Contains(p.Calls, r.When.Call) {
 			return errAt(r.Line, "parity %q: rule %q: when.call %q is not one of the symbol's calls (%s)", p.Symbol, r.Name, r.When.Call, strings.Join(p.Calls, "; "))
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // RuleCalls returns the calls a rule covers: its when.call, or all of its symbol's calls.
