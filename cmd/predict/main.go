@@ -49,6 +49,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/instance"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
@@ -212,26 +213,20 @@ func load(ctx context.Context, base string, version int64, shards bool) (*model,
 	return m, nil
 }
 
-// newestVersion is the greatest version directory (a non-negative decimal name, as TF Serving
-// reads them) under dir.
+// newestVersion is the greatest version directory under dir, as TF Serving reads them
+// (modelconfig.VersionDirs).
 func newestVersion(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
+	vs, err := modelconfig.VersionDirs(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, errkind.New(errkind.NotFound, "%s does not exist: no export there", dir)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("versions of %s: %w", dir, err)
 	}
-	newest := int64(-1)
-	for _, e := range entries {
-		if v, err := strconv.ParseInt(e.Name(), 10, 64); err == nil && v >= 0 && e.IsDir() {
-			newest = max(newest, v)
-		}
-	}
-	if newest < 0 {
+	if len(vs) == 0 {
 		return 0, errkind.New(errkind.NotFound, "%s has no version", dir)
 	}
-	return newest, nil
+	return vs[len(vs)-1].Number, nil
 }
 
 // predict scores b with the entry's dense part over store's embeddings.

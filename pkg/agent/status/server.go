@@ -10,12 +10,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
 	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/promstatus"
 )
 
 // DefaultStatusTimeout bounds the work of one /status or / request (the agent asks TF Serving for
@@ -82,11 +82,7 @@ func NewHandler(src Source, m *Metrics, opts ...HandlerOption) http.Handler {
 	mux.HandleFunc("GET /{$}", h.page)
 	// Go's debug pages on this mux (net/http/pprof also registers them on DefaultServeMux, which
 	// nothing here serves).
-	mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles: heap, goroutine, ...
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	promstatus.HandlePprof(mux)
 	mux.Handle("GET /debug/vars", expvar.Handler())
 	publishBuildOnce.Do(func() { expvar.Publish("monolith_build", expvar.Func(func() any { return buildinfo.Read() })) })
 	return mux
