@@ -291,7 +291,7 @@ func (t *Table) restoreEntry(d *hashtablepb.EntryDump) error {
 		s.remove(g, p)
 		return fmt.Errorf("entry %d: optimizer dump: %w", id, err)
 	}
-	s.hdr(g, p).ts = uint32(d.GetLastUpdateTsSec())
+	s.hdr(p).ts = uint32(d.GetLastUpdateTsSec())
 	return nil
 }
 

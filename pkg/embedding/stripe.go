@@ -81,7 +81,7 @@ func mix(id int64) uint64 {
 }
 
 // hdr returns slot p's header.
-func (s *stripe) hdr(_ geom, p int) *slotHeader { return &s.hdrs[p] }
+func (s *stripe) hdr(p int) *slotHeader { return &s.hdrs[p] }
 
 // home is the home slot of hash h (the stripe has slots).
 func (s *stripe) home(h uint64) int { return int(h) & (s.nslots - 1) }
@@ -93,7 +93,7 @@ func (s *stripe) find(g geom, id int64, h uint64) int {
 	}
 	mask := s.nslots - 1
 	for p := int(h) & mask; ; p = (p + 1) & mask {
-		hd := s.hdr(g, p)
+		hd := s.hdr(p)
 		if hd.meta&usedBit == 0 {
 			return -1
 		}
@@ -151,10 +151,10 @@ func (s *stripe) insert(g geom, id int64, h uint64) int {
 	s.reserve(g, 1)
 	mask := s.nslots - 1
 	p := int(h) & mask
-	for s.hdr(g, p).meta&usedBit != 0 {
+	for s.hdr(p).meta&usedBit != 0 {
 		p = (p + 1) & mask
 	}
-	*s.hdr(g, p) = slotHeader{key: id, meta: usedBit}
+	*s.hdr(p) = slotHeader{key: id, meta: usedBit}
 	s.count++
 	return p
 }
@@ -166,7 +166,7 @@ func (s *stripe) remove(g geom, p int) {
 	mask := s.nslots - 1
 	i := p
 	for j := (i + 1) & mask; ; j = (j + 1) & mask {
-		hj := s.hdr(g, j)
+		hj := s.hdr(j)
 		if hj.meta&usedBit == 0 {
 			break
 		}
@@ -184,7 +184,7 @@ func (s *stripe) remove(g geom, p int) {
 		copy(s.rows[i*rs:(i+1)*rs], s.rows[j*rs:(j+1)*rs])
 		i = j
 	}
-	*s.hdr(g, i) = slotHeader{}
+	*s.hdr(i) = slotHeader{}
 	s.count--
 }
 
@@ -225,7 +225,7 @@ const cacheLineFloats = 16
 // each calls fn for every used slot, until fn returns false. fn must not insert or remove.
 func (s *stripe) each(g geom, fn func(hd *slotHeader, p int) bool) {
 	for p := 0; p < s.nslots; p++ {
-		if hd := s.hdr(g, p); hd.meta&usedBit != 0 && !fn(hd, p) {
+		if hd := s.hdr(p); hd.meta&usedBit != 0 && !fn(hd, p) {
 			return
 		}
 	}

@@ -286,27 +286,20 @@ func (t *Table) Apply(ids []int64, grads []float32, learningRates []float32, glo
 	for i := range p.missing {
 		p.missing[i] = p.missing[i][:0] // a pooled plan's lists are an earlier batch's
 	}
-	var anyMissing atomic.Bool
 	t.eachStripe(p, workers, func(w, si int, gr group) {
 		sc := &scratch[w]
 		t.combine(sc, grads, gr)
-		p.missing[si] = t.applyStripe(&t.stripes[si], sc, gr, grads, learningRates, globalStep, uint32(updateTimeSec), p.missing[si][:0])
-		if len(p.missing[si]) > 0 {
-			anyMissing.Store(true)
-		}
+		p.missing[si] = t.applyStripe(&t.stripes[si], sc, gr, grads, learningRates, globalStep, uint32(updateTimeSec), p.missing[si])
 	})
-	if anyMissing.Load() {
-		// New entries are created on this goroutine, stripe after stripe, so that their
-		// initializers draw in the same order whatever goroutine updated which stripe: with a
-		// random initializer, a run is then repeatable (the shared generator's draws are not
-		// interleaved by the scheduler).
-		sc := &scratch[0]
-		for si, miss := range p.missing[:len(t.stripes)] {
-			if len(miss) > 0 {
-				gr := p.stripeGroup(si)
-				t.combine(sc, grads, gr)
-				t.createStripe(&t.stripes[si], sc, gr, miss, grads, learningRates, globalStep, uint32(updateTimeSec))
-			}
+	// New entries are created on this goroutine, stripe after stripe, so that their initializers
+	// draw in the same order whatever goroutine updated which stripe: with a random initializer,
+	// a run is then repeatable (the shared generator's draws are not interleaved by the
+	// scheduler).
+	for si, miss := range p.missing {
+		if len(miss) > 0 {
+			gr := p.stripeGroup(si)
+			t.combine(&scratch[0], grads, gr)
+			t.createStripe(&t.stripes[si], &scratch[0], gr, miss, grads, learningRates, globalStep, uint32(updateTimeSec))
 		}
 	}
 	return nil
@@ -340,7 +333,7 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 				gv := sc.grad(grads, gr, dim, u)
 				addrs[k] = uintptr(unsafe.Pointer(&gv[0]))
 				addrs[k+1] = uintptr(unsafe.Pointer(&gv[dim-1]))
-				addrs[k+2] = uintptr(unsafe.Pointer(s.hdr(g, s.home(gr.hashes[sc.uniq[u]]))))
+				addrs[k+2] = uintptr(unsafe.Pointer(s.hdr(s.home(gr.hashes[sc.uniq[u]]))))
 				k += 3
 			}
 			prefetch(addrs[:k])
@@ -364,7 +357,7 @@ func (t *Table) applyStripe(s *stripe, sc *applyScratch, gr group, grads []float
 					missing = append(missing, int32(u))
 					continue
 				}
-				hd := s.hdr(g, p)
+				hd := s.hdr(p)
 				hd.ts = ts
 				if track {
 					s.touch(hd)
@@ -396,7 +389,7 @@ func (t *Table) createStripe(s *stripe, sc *applyScratch, gr group, missing []in
 			}
 			p = t.create(s, id, gr.hashes[k])
 		}
-		hd := s.hdr(g, p)
+		hd := s.hdr(p)
 		hd.ts = ts
 		if track {
 			s.touch(hd)
@@ -527,7 +520,7 @@ func (t *Table) assign(what string, ids []int64, values []float32, updateTimeSec
 			}
 			p = t.create(s, id, h)
 		}
-		hd := s.hdr(g, p)
+		hd := s.hdr(p)
 		hd.ts = uint32(updateTimeSec)
 		if track {
 			s.touch(hd)
@@ -579,7 +572,7 @@ func (t *Table) LookupEntry(id int64) (*hashtablepb.EntryDump, bool) {
 
 // entryDump builds the dump of slot p of s (locked).
 func (t *Table) entryDump(s *stripe, p int) *hashtablepb.EntryDump {
-	hd := s.hdr(t.g, p)
+	hd := s.hdr(p)
 	id, ts := hd.key, int64(hd.ts)
 	return &hashtablepb.EntryDump{
 		Id:              &id,

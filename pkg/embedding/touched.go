@@ -89,7 +89,7 @@ func (t *Table) TakeTouched(max int, fn func(ids []int64, embs []float32) error)
 				if p < 0 {
 					continue
 				}
-				hd := s.hdr(g, p)
+				hd := s.hdr(p)
 				if hd.meta&touchedBit == 0 {
 					continue
 				}
@@ -122,7 +122,7 @@ func (t *Table) Retouch(ids []int64) {
 		s := t.stripeOf(h)
 		s.mu.Lock()
 		if p := s.find(g, id, h); p >= 0 {
-			s.touch(s.hdr(g, p))
+			s.touch(s.hdr(p))
 		}
 		s.mu.Unlock()
 	}
