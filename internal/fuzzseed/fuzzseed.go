@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/monolith-go/monolith/parity/goldentest"
 )
 
 // Case is one recorded Python case.
@@ -23,31 +25,11 @@ type Case struct {
 	Output any            `json:"output"`
 }
 
-// RepoRoot walks up from the working directory to the first directory holding go.mod: the module
-// root under `go test`, the runfiles root under `bazel test`.
-func RepoRoot(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("fuzzseed: no go.mod in the working directory or any parent (under Bazel, add //:go.mod to the test's data)")
-		}
-		dir = parent
-	}
-}
-
 // PythonCases reads every case under parity/goldens/python/<dir> for each dir (all of them when
 // none is given), in path order. No case at all fails the test: the seeds would silently be gone.
 func PythonCases(tb testing.TB, dirs ...string) []Case {
 	tb.Helper()
-	root := filepath.Join(RepoRoot(tb), "parity", "goldens", "python")
+	root := filepath.Join(goldentest.RepoRoot(tb), "parity", "goldens", "python")
 	if len(dirs) == 0 {
 		dirs = []string{"*"}
 	}
@@ -91,7 +73,7 @@ func Calls(cases []Case, calls ...string) []Case {
 // GoInputs reads the *.input files under parity/goldens/go/<dir>, in path order; none fails the test.
 func GoInputs(tb testing.TB, dir string) [][]byte {
 	tb.Helper()
-	root := filepath.Join(RepoRoot(tb), "parity", "goldens", "go", dir)
+	root := filepath.Join(goldentest.RepoRoot(tb), "parity", "goldens", "go", dir)
 	files, err := filepath.Glob(filepath.Join(root, "*.input"))
 	if err != nil {
 		tb.Fatal(err)

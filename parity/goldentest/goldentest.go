@@ -27,7 +27,7 @@ func RepoRoot(t testing.TB) string {
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			t.Fatal("no go.mod above the test's directory")
+			t.Fatal("no go.mod above the test's directory (under Bazel, add //:go.mod to the test's data)")
 		}
 		d = parent
 	}
