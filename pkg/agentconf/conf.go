@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pystr"
 )
 
 // HostShardEnv names the variable holding the number of shards of the host (constants.py).
@@ -135,7 +136,7 @@ func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	sc.Split(scanUniversalLines)
 	for lineNo := 1; sc.Scan(); lineNo++ {
-		line := pyStrip(sc.Text())
+		line := pystr.Strip(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -143,7 +144,7 @@ func (c *Conf) parse(path string, depth int, from string, fromLine int) error {
 			line = line[:idx]
 		}
 		if strings.HasPrefix(line, "include") {
-			fields := strings.FieldsFunc(line, pyIsSpace)
+			fields := strings.FieldsFunc(line, pystr.IsSpace)
 			if err := c.parse(fields[len(fields)-1], depth+1, path, lineNo); err != nil {
 				return fmt.Errorf("%s:%d: %w", path, lineNo, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/pystr"
 )
 
 // LookupEnv reads an environment variable (os.LookupEnv in production, a map in tests).
@@ -161,7 +162,7 @@ func UpdateZKServers(zkServers string, useIPv6 bool) (string, error) {
 		}
 		numeric := true
 		for _, it := range items {
-			if !pyIsNumeric(it) { // str.isnumeric, as the reference: "１" and "四" count
+			if !pystr.IsNumeric(it) { // str.isnumeric, as the reference: "１" and "四" count
 				numeric = false
 			}
 		}

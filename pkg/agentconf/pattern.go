@@ -7,6 +7,7 @@ import (
 
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyint"
+	"github.com/monolith-go/monolith/pkg/pystr"
 )
 
 // parsePattern splits s at lp...rp groups and folds them with comb (the reference's parse_pattern):
@@ -102,7 +103,7 @@ func ParseSubModelName(name string) (string, int, error) {
 	if name == "" {
 		return "", 0, errkind.New(errkind.Runtime, "sub_model_name is None or empty")
 	}
-	parts := strings.Split(pyStrip(name), "_")
+	parts := strings.Split(pystr.Strip(name), "_")
 	if len(parts) == 1 {
 		return strings.ToLower(parts[0]), 0, nil
 	}

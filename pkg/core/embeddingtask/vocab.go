@@ -15,6 +15,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/pyint"
+	"github.com/monolith-go/monolith/pkg/pystr"
 )
 
 // ParseVocabSizes reads a vocab size file (_create_vocab_dict): one "slot<TAB>count" per line,
@@ -39,7 +40,7 @@ func ParseVocabSizes(r io.Reader, p Params) (map[int]int, error) {
 	}
 	sizes := map[int]int{}
 	for _, line := range lines {
-		fields := strings.Split(pyStrip(line), "\t")
+		fields := strings.Split(pystr.Strip(line), "\t")
 		if len(fields) != 2 {
 			return nil, errkind.New(errkind.Precondition, "each line in %s must have 2 fields", pyfmt.Repr(fields))
 		}

@@ -1,21 +1,23 @@
-package agentconf
+// Package pystr has Python's str predicates and strip where Go's differ: Python counts more
+// characters as white space and as numeric.
+package pystr
 
 import (
 	"strings"
 	"unicode"
 )
 
-// pyIsSpace is Python's str.isspace() for one character: Go's unicode.IsSpace plus the separators
+// IsSpace is Python's str.isspace() for one character: Go's unicode.IsSpace plus the separators
 // \x1c-\x1f, which Python counts as white space.
-func pyIsSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
+func IsSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
 
-// pyStrip is Python's str.strip().
-func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
+// Strip is Python's str.strip().
+func Strip(s string) string { return strings.TrimFunc(s, IsSpace) }
 
-// pyIsNumeric is Python's str.isnumeric(): not empty, and every character has a Unicode numeric
+// IsNumeric is Python's str.isnumeric(): not empty, and every character has a Unicode numeric
 // type. That is every character of category N, plus the CJK ideographs with a numeric value
 // (hanNumerals).
-func pyIsNumeric(s string) bool {
+func IsNumeric(s string) bool {
 	if s == "" {
 		return false
 	}
