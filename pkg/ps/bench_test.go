@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +74,8 @@ func startEcho(b *testing.B, dim, maxIDs int) string {
 // (the share of the transport's limit the lookup reaches), table_ms: the servers' tables' own
 // time for the batch's lookups, in process, measured in the same loop (the part of a lookup no
 // transport can save; it grows with the table, as the rows stop fitting in the caches), and
-// ratio_without_table = echo time over (lookup time - table time).
+// ratio_without_table = echo time over (lookup time - table time); and each one's processor time
+// per batch (all threads), with cpu_ratio = echo's over lookup's.
 func BenchmarkLookupVsEcho(b *testing.B) {
 	for _, entries := range []int{1 << 17, 1 << 20} {
 		b.Run(fmt.Sprintf("entries=%dk", entries>>10), func(b *testing.B) { benchLookupVsEcho(b, entries) })
@@ -179,11 +181,11 @@ func benchLookupVsEcho(b *testing.B, entries int) {
 			}
 		}
 	}
-	var lookupTime, echoTime, tableTime time.Duration
+	var lookupTime, echoTime, tableTime, lookupCPU, echoCPU, tableCPU time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		k := i % batches
-		start := time.Now()
+		start, cpu0 := time.Now(), processCPU(b)
 		found, err := r.Lookup(ctx, "emb", dim, ids[k], out)
 		if err != nil {
 			b.Fatal(err)
@@ -191,15 +193,18 @@ func benchLookupVsEcho(b *testing.B, entries int) {
 		if found == 0 {
 			b.Fatal("no id found")
 		}
-		mid := time.Now()
+		mid, cpu1 := time.Now(), processCPU(b)
 		if err := echo(k); err != nil {
 			b.Fatal(err)
 		}
-		mid2 := time.Now()
+		mid2, cpu2 := time.Now(), processCPU(b)
 		tablesOnly(k)
 		lookupTime += mid.Sub(start)
 		echoTime += mid2.Sub(mid)
 		tableTime += time.Since(mid2)
+		lookupCPU += cpu1 - cpu0
+		echoCPU += cpu2 - cpu1
+		tableCPU += processCPU(b) - cpu2
 	}
 	b.StopTimer()
 	// Payload per batch: the ids out (8 bytes) and the embeddings back (4*dim bytes).
@@ -213,6 +218,21 @@ func benchLookupVsEcho(b *testing.B, entries int) {
 	b.ReportMetric(tableTime.Seconds()*1e3/n, "table_ms")
 	// The lookup's share of the transport's limit once the tables' own time is set aside.
 	b.ReportMetric(echoTime.Seconds()/(lookupTime-tableTime).Seconds(), "ratio_without_table")
+	// The processor time of each, all threads: on a machine whose cores all work during a lookup
+	// and an echo, the bound of their rates' ratio is cpu_ratio (echo's over the lookup's).
+	b.ReportMetric(lookupCPU.Seconds()*1e3/n, "lookup_cpu_ms")
+	b.ReportMetric(echoCPU.Seconds()*1e3/n, "echo_cpu_ms")
+	b.ReportMetric(tableCPU.Seconds()*1e3/n, "table_cpu_ms")
+	b.ReportMetric(echoCPU.Seconds()/lookupCPU.Seconds(), "cpu_ratio")
+}
+
+// processCPU is the processor time the process has used, in user and system mode.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkDedup measures the client's grouping of a 64k batch of random ids (from 1M) by server
@@ -229,7 +249,7 @@ func BenchmarkDedup(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		sp := r.splitBatch(ids)
 		for s := 0; s < numPS; s++ {
-			sp.shards[s].dedup(ids, sp.positions(s), true)
+			sp.shards[s].dedup(ids, sp.positions(s))
 		}
 		sp.release()
 	}

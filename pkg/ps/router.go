@@ -97,9 +97,10 @@ type shard struct {
 	ids  []int64 // distinct ids, in order of first appearance
 	rows []int32 // the batch position of each distinct id's first appearance
 	idx  []int32 // for each of the server's batch positions, its id's index in ids
-	// first reports, for each position, whether it is its id's first appearance.
-	first []bool
-	cells []int32
+	// repeats are the indices (into the server's positions) of the positions whose id appeared
+	// earlier in the batch, in batch order: in a batch of random ids from many, a few percent.
+	repeats []int32
+	cells   []int32
 }
 
 var splitPool = sync.Pool{New: func() any { return new(split) }}
@@ -157,24 +158,23 @@ func (sp *split) release() { splitPool.Put(sp) }
 func (sp *split) positions(s int) []int32 { return sp.pos[sp.starts[s]:sp.starts[s+1]] }
 
 // dedup fills sh with the distinct ids at positions of ids, with an open-addressing table.
-func (sh *shard) dedup(ids []int64, positions []int32, withFirst bool) {
+func (sh *shard) dedup(ids []int64, positions []int32) {
 	sh.ids = sh.ids[:0]
 	sh.rows = sh.rows[:0]
+	sh.repeats = sh.repeats[:0]
 	sh.idx = grow(sh.idx, len(positions))
-	if withFirst {
-		sh.first = grow(sh.first, len(positions))
+	bits := 4
+	for 1<<bits < 2*len(positions) {
+		bits++
 	}
-	size := 16
-	for size < 2*len(positions) {
-		size <<= 1
-	}
+	size := 1 << bits
 	sh.cells = grow(sh.cells, size)
 	clear(sh.cells)
 	mask := uint64(size - 1)
 	for k, p := range positions {
 		id := ids[p]
-		// Fibonacci hashing: the product's high bits spread sequential and strided ids.
-		h := (uint64(id) * 0x9E3779B97F4A7C15) >> 32 & mask
+		// Fibonacci hashing: the product's top bits spread sequential and strided ids.
+		h := (uint64(id) * 0x9E3779B97F4A7C15) >> (64 - bits)
 		for {
 			c := sh.cells[h]
 			if c == 0 {
@@ -182,16 +182,11 @@ func (sh *shard) dedup(ids []int64, positions []int32, withFirst bool) {
 				sh.idx[k] = int32(len(sh.ids))
 				sh.ids = append(sh.ids, id)
 				sh.rows = append(sh.rows, p)
-				if withFirst {
-					sh.first[k] = true
-				}
 				break
 			}
 			if sh.ids[c-1] == id {
 				sh.idx[k] = c - 1
-				if withFirst {
-					sh.first[k] = false
-				}
+				sh.repeats = append(sh.repeats, int32(k))
 				break
 			}
 			h = (h + 1) & mask
@@ -225,7 +220,7 @@ func (r *Router) Lookup(ctx context.Context, table string, dim int, ids []int64,
 		}
 		g.Go(func() error {
 			sh := &sp.shards[s]
-			sh.dedup(ids, positions, true)
+			sh.dedup(ids, positions)
 			var err error
 			// The answers land in the rows of the ids' first appearances...
 			if found[s], err = r.lookupShard(gctx, s, table, dim, sh.ids, sh.rows, out, chunk); err != nil {
@@ -249,7 +244,7 @@ func (r *Router) Lookup(ctx context.Context, table string, dim int, ids []int64,
 // fillRepeats copies, for each position of sh that repeats an id, the row of the id's first
 // appearance.
 func fillRepeats(out []float32, dim int, positions []int32, sh *shard) {
-	if len(sh.ids) == len(positions) {
+	if len(sh.repeats) == 0 {
 		return
 	}
 	switch dim {
@@ -264,11 +259,9 @@ func fillRepeats(out []float32, dim int, positions []int32, sh *shard) {
 	case 64:
 		fillRows[[64]float32](out, positions, sh)
 	default:
-		for k, p := range positions {
-			if !sh.first[k] {
-				q := int(sh.rows[sh.idx[k]])
-				copy(out[int(p)*dim:int(p)*dim+dim], out[q*dim:q*dim+dim])
-			}
+		for _, k := range sh.repeats {
+			p, q := int(positions[k]), int(sh.rows[sh.idx[k]])
+			copy(out[p*dim:p*dim+dim], out[q*dim:q*dim+dim])
 		}
 	}
 }
@@ -276,10 +269,8 @@ func fillRepeats(out []float32, dim int, positions []int32, sh *shard) {
 func fillRows[R [8]float32 | [16]float32 | [32]float32 | [64]float32](out []float32, positions []int32, sh *shard) {
 	var row R
 	rows := unsafe.Slice((*R)(unsafe.Pointer(unsafe.SliceData(out))), len(out)*4/int(unsafe.Sizeof(row)))
-	for k, p := range positions {
-		if !sh.first[k] {
-			rows[p] = rows[sh.rows[sh.idx[k]]]
-		}
+	for _, k := range sh.repeats {
+		rows[positions[k]] = rows[sh.rows[sh.idx[k]]]
 	}
 }
 
@@ -337,16 +328,16 @@ func (r *Router) ApplyGradients(ctx context.Context, table string, dim int, ids 
 		}
 		g.Go(func() error {
 			sh := &sp.shards[s]
-			sh.dedup(ids, positions, true)
+			sh.dedup(ids, positions)
+			// Each distinct id's first gradient, then the repeats' added in batch order.
 			sums := make([]float32, len(sh.ids)*dim)
-			for k, p := range positions {
-				u := int(sh.idx[k])
-				dst, src := sums[u*dim:u*dim+dim], grads[int(p)*dim:int(p)*dim+dim]
-				if sh.first[k] {
-					copy(dst, src)
-					continue
-				}
-				for j, v := range src {
+			for u, p := range sh.rows {
+				copy(sums[u*dim:u*dim+dim], grads[int(p)*dim:int(p)*dim+dim])
+			}
+			for _, k := range sh.repeats {
+				u, p := int(sh.idx[k]), int(positions[k])
+				dst := sums[u*dim : u*dim+dim]
+				for j, v := range grads[p*dim : p*dim+dim] {
 					dst[j] += v
 				}
 			}
