@@ -2,6 +2,7 @@ package ps
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,6 +131,48 @@ func TestWireCodecUnmarshal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWireCodecUnmarshalRowSizes decodes answers of every row size the codec copies as arrays,
+// and one it does not, from transport buffers smaller than a row, a few rows long, and not a
+// whole number of rows.
+func TestWireCodecUnmarshalRowSizes(t *testing.T) {
+	const n = 97
+	for _, dim := range []int{3, 8, 16, 32, 64} {
+		for _, split := range []int{0, 7, 100, 1000, 4099} {
+			t.Run(fmt.Sprintf("dim=%d/split=%d", dim, split), func(t *testing.T) {
+				emb := make([]float32, n*dim)
+				for i := range emb {
+					emb[i] = float32(i) + 0.5
+				}
+				rows := make([]int32, n)
+				for u := range rows {
+					rows[u] = int32((u * 37) % n) // 37 is prime to n: a permutation
+				}
+				wire, _ := proto.Marshal(&pspb.LookupResponse{Embeddings: float32Bytes(emb), Found: n})
+				var bufs mem.BufferSlice
+				for rest := wire; len(rest) > 0; {
+					k := len(rest)
+					if split > 0 {
+						k = min(k, split)
+					}
+					bufs = append(bufs, mem.SliceBuffer(rest[:k]))
+					rest = rest[k:]
+				}
+				got := &rowsReply{out: make([]float32, n*dim), rows: rows, dim: dim}
+				if err := codec.Unmarshal(bufs, got); err != nil {
+					t.Fatal(err)
+				}
+				for u, p := range rows {
+					for j := 0; j < dim; j++ {
+						if g, w := got.out[int(p)*dim+j], emb[u*dim+j]; g != w {
+							t.Fatalf("row %d float %d = %v, want answer row %d's %v", p, j, g, u, w)
+						}
+					}
+				}
+			})
+		}
 	}
 }
 
