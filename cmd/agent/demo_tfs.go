@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -38,12 +36,12 @@ var _ tfs.Process = (*modelServerTFS)(nil)
 func newModelServerTFS(modelConfigFile string, port int, agentAddr func() string, log *slog.Logger) *modelServerTFS {
 	return &modelServerTFS{inproc.NewProcess("in-process model server", modelConfigFile, func() (inproc.Server, func(), error) {
 		metrics := modelserver.NewMetrics()
-		replicas := &demoReplicas{addr: agentAddr, log: log}
+		replicas := demoReplicas(agentAddr, log)
 		loader := entry.NewLoader(entry.Config{Replicas: replicas, Timeout: demoEntryTimeout,
 			Metrics: entry.NewMetrics(metrics.Registry()), Logger: log})
 		release := func() {
 			loader.Close()
-			replicas.close()
+			replicas.Close()
 		}
 		srv, err := modelserver.New(nil, modelserver.Options{
 			Addr: fmt.Sprintf("127.0.0.1:%d", port),
@@ -71,57 +69,20 @@ func (s modelServer) Status(spec *servingapis.ModelSpec) []*servingapis.ModelVer
 }
 
 // demoReplicas asks the agent's HeartBeat for the PS replicas (entry.AgentReplicas), starting when
-// an entry first needs them.
-type demoReplicas struct {
-	addr func() string
-	log  *slog.Logger
-
-	mu     sync.Mutex
-	r      *entry.AgentReplicas
-	closed bool
-}
-
-func (d *demoReplicas) get() (*entry.AgentReplicas, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, status.Error(codes.Unavailable, "in-process model server stopped")
-	}
-	if d.r == nil {
-		addr := d.addr()
-		if addr == "" {
-			return nil, status.Error(codes.Unavailable, "the agent's AgentService does not listen yet")
-		}
-		r, err := entry.NewAgentReplicas(entry.AgentOptions{Addr: addr, Interval: demoSync, Logger: d.log})
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "agent %s: %v", addr, err)
-		}
-		d.r = r
-	}
-	return d.r, nil
-}
-
-// Addrs implements entry.Replicas.
-func (d *demoReplicas) Addrs(ctx context.Context, model string, shard int) ([]string, error) {
-	r, err := d.get()
-	if err != nil {
-		return nil, err
-	}
-	return r.Addrs(ctx, model, shard)
-}
-
-// Failed implements entry.Replicas.
-func (d *demoReplicas) Failed(addr string) {
-	if r, err := d.get(); err == nil {
-		r.Failed(addr)
-	}
-}
-
-func (d *demoReplicas) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.closed = true
-	if d.r != nil {
-		d.r.Close()
+// an entry first needs them, once the agent listens.
+func demoReplicas(addr func() string, log *slog.Logger) *entry.LazyReplicas {
+	return &entry.LazyReplicas{
+		New: func() (*entry.AgentReplicas, error) {
+			a := addr()
+			if a == "" {
+				return nil, status.Error(codes.Unavailable, "the agent's AgentService does not listen yet")
+			}
+			r, err := entry.NewAgentReplicas(entry.AgentOptions{Addr: a, Interval: demoSync, Logger: log})
+			if err != nil {
+				return nil, status.Errorf(codes.Unavailable, "agent %s: %v", a, err)
+			}
+			return r, nil
+		},
+		Stopped: status.Error(codes.Unavailable, "in-process model server stopped"),
 	}
 }

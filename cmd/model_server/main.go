@@ -33,7 +33,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	modelserverspec "github.com/monolith-go/monolith/gen/spec/go/model_server"
@@ -134,8 +133,15 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 	if p, ok := env(agentPortEnv); agentAddr == "" && ok && p != "" {
 		agentAddr = net.JoinHostPort("localhost", p)
 	}
-	replicas := &lazyReplicas{opts: entry.AgentOptions{Addr: agentAddr, Interval: f.AgentHeartbeatInterval, Logger: log}}
-	defer replicas.close()
+	// Entries ask the agent when the first one needs it: a model server of PS shards alone never
+	// does.
+	replicas := &entry.LazyReplicas{
+		New: func() (*entry.AgentReplicas, error) {
+			return entry.NewAgentReplicas(entry.AgentOptions{Addr: agentAddr, Interval: f.AgentHeartbeatInterval, Logger: log})
+		},
+		Stopped: errors.New("model server stopped"),
+	}
+	defer replicas.Close()
 	var entryReplicas entry.Replicas = replicas
 	if agentAddr == "" {
 		entryReplicas = nil // entries fail to load, saying why
@@ -229,46 +235,4 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// lazyReplicas starts asking the agent when the first entry needs it: a model server of PS shards
-// alone never does.
-type lazyReplicas struct {
-	opts entry.AgentOptions
-
-	mu  sync.Mutex
-	r   *entry.AgentReplicas
-	err error
-}
-
-func (l *lazyReplicas) get() (*entry.AgentReplicas, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.r == nil && l.err == nil {
-		l.r, l.err = entry.NewAgentReplicas(l.opts)
-	}
-	return l.r, l.err
-}
-
-func (l *lazyReplicas) Addrs(ctx context.Context, model string, shard int) ([]string, error) {
-	r, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return r.Addrs(ctx, model, shard)
-}
-
-func (l *lazyReplicas) Failed(addr string) {
-	if r, err := l.get(); err == nil {
-		r.Failed(addr)
-	}
-}
-
-func (l *lazyReplicas) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.r != nil {
-		l.r.Close()
-	}
-	l.err = errors.New("model server stopped")
 }

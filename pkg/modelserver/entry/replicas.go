@@ -241,3 +241,57 @@ func (a *AgentReplicas) Close() error {
 	<-a.done
 	return a.client.Close()
 }
+
+// LazyReplicas are the AgentReplicas that New makes when an entry first asks for replicas, so
+// that a model server without entries never asks the agent (nor needs its address); a failed New
+// is tried again on the next ask. After Close, asks fail with Stopped.
+type LazyReplicas struct {
+	New     func() (*AgentReplicas, error)
+	Stopped error
+
+	mu     sync.Mutex
+	r      *AgentReplicas
+	closed bool
+}
+
+func (l *LazyReplicas) get() (*AgentReplicas, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, l.Stopped
+	}
+	if l.r == nil {
+		r, err := l.New()
+		if err != nil {
+			return nil, err
+		}
+		l.r = r
+	}
+	return l.r, nil
+}
+
+// Addrs implements Replicas.
+func (l *LazyReplicas) Addrs(ctx context.Context, model string, shard int) ([]string, error) {
+	r, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return r.Addrs(ctx, model, shard)
+}
+
+// Failed implements Replicas.
+func (l *LazyReplicas) Failed(addr string) {
+	if r, err := l.get(); err == nil {
+		r.Failed(addr)
+	}
+}
+
+// Close stops the AgentReplicas, if made.
+func (l *LazyReplicas) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.r != nil {
+		l.r.Close()
+	}
+}
