@@ -18,6 +18,7 @@ import (
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
@@ -44,6 +45,24 @@ func parseScores(t *testing.T, out string) []float64 {
 // TestScoresAreTheTrainers: the export of a model trained on parameter servers scores a random
 // batch of its features, and the same batch read back from --write_input, as the trainer's model
 // does (within 1e-6), also with 3 PS sub-graphs re-sharding the trainer's 2 servers' ids.
+// readBatch reads the batch that --write_input wrote to path, as the model's input.
+func readBatch(t *testing.T, path string, schema batch.Schema) *batch.Batch {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb := &examplepb.ExampleBatch{}
+	if err := prototext.Unmarshal(data, eb); err != nil {
+		t.Fatal(err)
+	}
+	b, err := toBatch(schema, eb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestScoresAreTheTrainers(t *testing.T) {
 	leakcheck.Check(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -59,18 +78,7 @@ func TestScoresAreTheTrainers(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		got := parseScores(t, out)
-		data, err := os.ReadFile(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eb := &examplepb.ExampleBatch{}
-		if err := prototext.Unmarshal(data, eb); err != nil {
-			t.Fatal(err)
-		}
-		b, err := toBatch(job.Spec.Schema(), eb)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readBatch(t, in, job.Spec.Schema())
 		want, err := job.Model.Predict(ctx, b)
 		if err != nil {
 			t.Fatal(err)
@@ -122,18 +130,7 @@ func TestTrainingPSScores(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("export's tables: exit %d: %s", code, stderr)
 	}
-	data, err := os.ReadFile(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eb := &examplepb.ExampleBatch{}
-	if err := prototext.Unmarshal(data, eb); err != nil {
-		t.Fatal(err)
-	}
-	b, err := toBatch(job.Spec.Schema(), eb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readBatch(t, in, job.Spec.Schema())
 	entry, err := export.LoadEntry(res.Dirs[export.EntrySubGraph])
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,25 @@ func (s *started) addr(t *testing.T) string {
 	return ""
 }
 
+// metrics is the server's /metrics page, from the status endpoint it printed.
+func (s *started) metrics(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`status (http://\S+) `).FindStringSubmatch(s.stdout.String())
+	if m == nil {
+		t.Fatalf("stdout names no status endpoint:\n%s", s.stdout.String())
+	}
+	resp, err := http.Get(m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
 // wait stops the run and returns its result.
 func (s *started) wait(t *testing.T) result {
 	t.Helper()
@@ -198,18 +217,9 @@ func TestServe(t *testing.T) {
 	if n, err := c.Lookup(ctx, "slot_1", 4, []int64{3}, out); err != nil || n != 1 || out[0] != -0.5 || out[3] != -2 {
 		t.Fatalf("lookup = %v, %d, %v; want SGD at 0.5 from zeros", out, n, err)
 	}
-	m := regexp.MustCompile(`status (http://\S+) `).FindStringSubmatch(s.stdout.String())
-	if m == nil {
-		t.Fatalf("stdout names no status endpoint:\n%s", s.stdout.String())
-	}
-	resp, err := http.Get(m[1] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `monolith_ps_table_entries{ps="1",table="slot_1"} 1`) ||
-		!strings.Contains(string(body), `monolith_ps_rpc_requests_total{code="OK",method="ApplyGradients"} 1`) {
+	body := s.metrics(t)
+	if !strings.Contains(body, `monolith_ps_table_entries{ps="1",table="slot_1"} 1`) ||
+		!strings.Contains(body, `monolith_ps_rpc_requests_total{code="OK",method="ApplyGradients"} 1`) {
 		t.Errorf("/metrics:\n%s", body)
 	}
 	r := s.wait(t)

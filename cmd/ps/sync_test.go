@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"maps"
 	"net"
-	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -126,17 +123,8 @@ func TestSync(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			m := regexp.MustCompile(`status (http://\S+) `).FindStringSubmatch(s.stdout.String())
-			if m == nil {
-				t.Fatalf("stdout names no status endpoint:\n%s", s.stdout.String())
-			}
-			resp, err := http.Get(m[1] + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if tc.interval < time.Hour && !strings.Contains(string(body), `monolith_parameter_sync_pushed_ids_total{target="`+addr+`"} 3`) {
+			body := s.metrics(t)
+			if tc.interval < time.Hour && !strings.Contains(body, `monolith_parameter_sync_pushed_ids_total{target="`+addr+`"} 3`) {
 				t.Errorf("/metrics lacks the pushed ids:\n%s", body)
 			}
 			// An update just before the stop goes with the last push.
