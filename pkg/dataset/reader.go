@@ -118,6 +118,9 @@ type FileError struct {
 	// Err is the cause: it wraps tfrecord.ErrCorrupt or tfrecord.ErrTruncated for bad TFRecord
 	// data, io.ErrUnexpectedEOF for a truncated frame, or the file system's error.
 	Err error
+	// Hint says what the file looks like when that explains the error: a compressed file read
+	// without its compression.
+	Hint string
 }
 
 func (e *FileError) Error() string {
@@ -125,7 +128,35 @@ func (e *FileError) Error() string {
 	if e.Compression != NoCompression {
 		where += fmt.Sprintf(" of the decompressed %s stream", e.Compression)
 	}
-	return fmt.Sprintf("dataset: %s at %s: %s", e.File, where, cause(e.Err))
+	msg := fmt.Sprintf("dataset: %s at %s: %s", e.File, where, cause(e.Err))
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
+}
+
+// compressionHint says, for a corrupt first record of a file read without compression, which
+// compression the file's first bytes announce: the usual cause of such an error.
+func compressionHint(name string, offset int64, c Compression) string {
+	if offset != 0 || c != NoCompression {
+		return ""
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var head [2]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return ""
+	}
+	switch {
+	case head[0] == 0x1f && head[1] == 0x8b:
+		return "the file starts with gzip's magic bytes: read it with compression GZIP (--compression=GZIP)"
+	case head[0] == 0x78 && (uint16(head[0])<<8|uint16(head[1]))%31 == 0:
+		return "the file starts with a zlib header: read it with compression ZLIB (--compression=ZLIB)"
+	}
+	return ""
 }
 
 func (e *FileError) Unwrap() error { return e.Err }
@@ -255,7 +286,8 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			continue
 		}
 		if err != nil {
-			r.err = &FileError{File: r.cur.name, Offset: rec.Offset, Compression: r.opts.Compression, Err: err}
+			r.err = &FileError{File: r.cur.name, Offset: rec.Offset, Compression: r.opts.Compression, Err: err,
+				Hint: compressionHint(r.cur.name, rec.Offset, r.opts.Compression)}
 			r.closeCur()
 			return Record{}, r.err
 		}

@@ -364,6 +364,8 @@ func TestReadErrors(t *testing.T) {
 		{name: "corrupt record in a zlib file", content: compress(t, flip(tf, int(second)+tfrecord.HeaderLen), ZLIB), opts: Options{Compression: ZLIB}, records: 1, offset: second, is: tfrecord.ErrCorrupt, msg: "of the decompressed ZLIB stream"},
 		{name: "truncated frame", content: pb[:len(pb)-2], opts: Options{Framing: PBFrames}, records: 1, offset: pbSecond, is: io.ErrUnexpectedEOF, msg: "truncated record of 5 bytes (got 3)"},
 		{name: "fallback frame size", content: binary.LittleEndian.AppendUint64(bytes.Clone(pb), instance.FallbackSize), opts: Options{Framing: PBFrames}, records: 2, offset: int64(len(pb)), is: instance.ErrFallbackSize},
+		{name: "gzip file read without compression", content: gz, offset: 0, is: tfrecord.ErrCorrupt, msg: "(the file starts with gzip's magic bytes: read it with compression GZIP (--compression=GZIP))"},
+		{name: "zlib file read without compression", content: compress(t, tf, ZLIB), offset: 0, is: tfrecord.ErrCorrupt, msg: "(the file starts with a zlib header: read it with compression ZLIB (--compression=ZLIB))"},
 		{name: "frame with a sort id too long", content: append(binary.LittleEndian.AppendUint64(nil, 100), "short"...), opts: Options{Framing: PBFrames, Header: instance.Header{HasSortID: true}}, is: io.ErrUnexpectedEOF, msg: "truncated sort id"},
 	}
 	for _, tc := range tests {

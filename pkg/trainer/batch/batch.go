@@ -92,14 +92,33 @@ func (s Schema) Append(b *Batch, ex *examplepb.Example) error {
 
 // Reader reads batches of Examples from record files.
 type Reader struct {
-	r         *dataset.Reader
-	lagrangex bool
-	schema    Schema
-	size      int
+	r      *dataset.Reader
+	size   int
+	dim    int
+	append func(b *Batch, rec dataset.Record) error
 }
 
 // Open reads the Example records of files (dataset.OpenFiles with opts) in batches of size.
 func Open(files []string, opts dataset.Options, schema Schema, size int) (*Reader, error) {
+	lagrangex := opts.Framing == dataset.PBFrames && opts.Header.Lagrangex
+	return open(files, opts, size, schema.DenseDim(), func(b *Batch, rec dataset.Record) error {
+		ex := &examplepb.Example{}
+		if err := dataset.Parse(rec, ex, lagrangex); err != nil {
+			return err
+		}
+		return schema.Append(b, ex)
+	})
+}
+
+// OpenDecoded reads the records of files (dataset.OpenFiles with opts) in batches of size, each
+// record decoded by dec.
+func OpenDecoded(files []string, opts dataset.Options, dec *Decoder, size int) (*Reader, error) {
+	return open(files, opts, size, dec.DenseDim(), func(b *Batch, rec dataset.Record) error {
+		return dec.Append(b, rec.Data)
+	})
+}
+
+func open(files []string, opts dataset.Options, size, dim int, appendFn func(*Batch, dataset.Record) error) (*Reader, error) {
 	if size <= 0 {
 		return nil, errkind.New(errkind.Value, "batch: batch size %d is not positive", size)
 	}
@@ -107,13 +126,27 @@ func Open(files []string, opts dataset.Options, schema Schema, size int) (*Reade
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{r: r, lagrangex: opts.Framing == dataset.PBFrames && opts.Header.Lagrangex, schema: schema, size: size}, nil
+	return &Reader{r: r, size: size, dim: dim, append: appendFn}, nil
 }
 
+// RecordError is a record that is not an Example of the schema: it names the record's file and
+// offset, and what is wrong (Err, of kind Value).
+type RecordError struct {
+	File   string
+	Offset int64
+	Err    error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("%s at offset %d: %v", e.File, e.Offset, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
 // Next returns the next batch: size examples, fewer at the end of the input, and io.EOF after the
-// last. A record that is not an Example of the schema is an error naming its file and offset.
+// last. A record that is not an Example of the schema is a *RecordError.
 func (r *Reader) Next(ctx context.Context) (*Batch, error) {
-	b := &Batch{DenseDim: r.schema.DenseDim()}
+	b := &Batch{DenseDim: r.dim}
 	for b.Size() < r.size {
 		rec, err := r.r.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -122,12 +155,8 @@ func (r *Reader) Next(ctx context.Context) (*Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		ex := &examplepb.Example{}
-		if err := dataset.Parse(rec, ex, r.lagrangex); err != nil {
-			return nil, err
-		}
-		if err := r.schema.Append(b, ex); err != nil {
-			return nil, fmt.Errorf("%s at offset %d: %w", rec.File, rec.Offset, err)
+		if err := r.append(b, rec); err != nil {
+			return nil, &RecordError{File: rec.File, Offset: rec.Offset, Err: err}
 		}
 	}
 	if b.Size() == 0 {
