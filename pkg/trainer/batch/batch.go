@@ -46,6 +46,9 @@ type Batch struct {
 	DenseDim int
 	// Fids holds each example's fids, the sparse features' in schema order.
 	Fids [][]uint64
+	// EndsEpoch is, on a Stream's batch whose examples finish an epoch, that epoch (from 1);
+	// else 0.
+	EndsEpoch int
 }
 
 // Size is the number of examples.
