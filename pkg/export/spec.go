@@ -39,6 +39,9 @@ type SparseFeature struct {
 	Table   string `json:"table"`
 	Dim     int    `json:"dim"`
 	Pooling string `json:"pooling"`
+	// Buckets is the number of buckets the feature's ids are hashed into before the table (0:
+	// none, collisionless); serving hashes them as training did.
+	Buckets uint64 `json:"buckets,omitempty"`
 }
 
 // DenseFeature is a float_list feature of Dim values.
@@ -65,7 +68,7 @@ func SpecFromDNN(cfg dnn.Config, dense []batch.DenseFeature) ModelSpec {
 		if pooling == "" {
 			pooling = string(dnn.Sum)
 		}
-		s.SparseFeatures = append(s.SparseFeatures, SparseFeature{Name: f.Name, Slot: f.Slot, Table: table, Dim: f.Dim, Pooling: pooling})
+		s.SparseFeatures = append(s.SparseFeatures, SparseFeature{Name: f.Name, Slot: f.Slot, Table: table, Dim: f.Dim, Pooling: pooling, Buckets: f.Buckets})
 	}
 	for _, d := range dense {
 		s.DenseFeatures = append(s.DenseFeatures, DenseFeature{Name: d.Name, Dim: d.Dim})
@@ -81,7 +84,7 @@ func (s ModelSpec) DNNConfig() dnn.Config {
 		cfg.Hidden = []int{}
 	}
 	for _, f := range s.SparseFeatures {
-		cfg.Features = append(cfg.Features, dnn.Feature{Name: f.Name, Slot: f.Slot, Table: f.Table, Dim: f.Dim, Pooling: dnn.Pooling(f.Pooling)})
+		cfg.Features = append(cfg.Features, dnn.Feature{Name: f.Name, Slot: f.Slot, Table: f.Table, Dim: f.Dim, Pooling: dnn.Pooling(f.Pooling), Buckets: f.Buckets})
 	}
 	return cfg
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/layout"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 	"github.com/monolith-go/monolith/pkg/trainer/metrics"
 )
 
@@ -68,6 +69,10 @@ type Feature struct {
 	Dim int
 	// Pooling is Sum (default) or Mean.
 	Pooling Pooling
+	// Buckets, when > 0, hashes the feature's ids into this many buckets before the table
+	// (hashbucket.Bucket), so that the model trains, and serves, with collisions; 0 keeps the
+	// table collisionless.
+	Buckets uint64
 }
 
 // Interaction is what the MLP sees of the pooled embeddings besides themselves.
@@ -210,6 +215,8 @@ func (c Config) validate() error {
 			return bad("feature %q: embedding dimension %d must be positive", f.Name, f.Dim)
 		case f.Pooling != Sum && f.Pooling != Mean:
 			return bad("feature %q: unknown pooling %q (sum, mean)", f.Name, f.Pooling)
+		case f.Buckets > hashbucket.MaxBuckets:
+			return bad("feature %q: %d buckets, more than a fid's 48-bit id holds (%d)", f.Name, f.Buckets, uint64(hashbucket.MaxBuckets))
 		}
 		if d, ok := dims[f.Table]; ok && d != f.Dim {
 			return bad("table %q: feature %q has dimension %d, another feature of the table %d", f.Table, f.Name, f.Dim, d)

@@ -12,7 +12,11 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/layout"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 )
+
+// fidIDMask is a v2 fid's id bits.
+const fidIDMask = 1<<fidSlotShift - 1
 
 // tableBatch is one embedding table's share of a batch.
 type tableBatch struct {
@@ -104,6 +108,9 @@ func (m *Model) prepare(b *batch.Batch) error {
 			t := m.features[f].table
 			tb := &m.tables[t]
 			id := int64(fid)
+			if nb := m.features[f].Buckets; nb > 0 {
+				id = int64(fid&^fidIDMask | hashbucket.Bucket(fid, nb))
+			}
 			row, ok := tb.index[id]
 			if !ok {
 				row = uint32(len(tb.ids))

@@ -16,6 +16,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 	"github.com/monolith-go/monolith/pkg/trainer/logreg"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
@@ -581,5 +582,49 @@ func TestSyncGradients(t *testing.T) {
 	}
 	if !sameTensors(m.Tensors(), before) {
 		t.Error("a failed sync changed the dense parameters")
+	}
+}
+
+// TestBuckets: a feature with buckets reaches its table as slot<<48 | hashbucket.Bucket(id, n);
+// the other features' ids pass through.
+func TestBuckets(t *testing.T) {
+	g, err := synth.New(latentLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	features := slotFeatures(g, 4)
+	features[0].Buckets = 7
+	cfg := Config{Features: features, DenseDim: 4, Seed: 1}
+	bs := streamBatches(t, g, 1, 3, 64)
+	_, _, store := trainSteps(t, cfg, bs)
+	snap := store.snapshot()
+	hashed := snap[features[0].Name]
+	if len(hashed) == 0 || len(hashed) > 7 {
+		t.Fatalf("table %s holds %d ids, want 1 to 7 buckets", features[0].Name, len(hashed))
+	}
+	for id := range hashed {
+		if uint64(id)>>48 != 1 || uint64(id)&fidIDMask >= 7 {
+			t.Fatalf("table %s holds id %#x, want slot 1 and a bucket below 7", features[0].Name, id)
+		}
+	}
+	want := map[int64]bool{}
+	for _, b := range bs {
+		for _, fids := range b.Fids {
+			for _, fid := range fids {
+				if fid>>48 == 1 {
+					want[int64(fid&^fidIDMask|hashbucket.Bucket(fid, 7))] = true
+				}
+			}
+		}
+	}
+	if len(want) != len(hashed) {
+		t.Fatalf("table holds %d buckets, the batches' ids fall into %d", len(hashed), len(want))
+	}
+	if n := len(snap[features[1].Name]); n <= 7 {
+		t.Fatalf("table %s (no buckets) holds %d ids", features[1].Name, n)
+	}
+	if _, err := New(Config{Features: []Feature{{Name: "a", Slot: 1, Dim: 4, Buckets: hashbucket.MaxBuckets + 1}}}, store); err == nil ||
+		!strings.Contains(err.Error(), "more than a fid's 48-bit id holds") {
+		t.Fatalf("too many buckets: err = %v", err)
 	}
 }
