@@ -163,6 +163,14 @@ func renderPackage(all []*spec.Spec, s *spec.Spec, pkg string) (map[string][]byt
 		}
 		files["flags.go"] = src
 	}
+	if len(s.Formats) > 0 {
+		src, err := renderFormats(s, pkg)
+		if err != nil {
+			return nil, err
+		}
+		files["format.go"] = src
+		files["format.md"] = renderFormatDoc(s, PackageDir(s))
+	}
 	if len(files) == 0 {
 		return files, nil
 	}
@@ -209,6 +217,10 @@ func label(imp string) string {
 	parts := strings.Split(imp, "/")
 	if last := parts[len(parts)-1]; len(parts) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
 		return "//vendor/" + imp + ":" + parts[len(parts)-2]
+	}
+	// …and one whose last element has a dot (gopkg.in/yaml.v3) after it with underscores.
+	if last := parts[len(parts)-1]; strings.Contains(last, ".") && len(parts) > 1 {
+		return "//vendor/" + imp + ":" + strings.ReplaceAll(last, ".", "_")
 	}
 	return "//vendor/" + imp
 }

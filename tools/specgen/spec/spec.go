@@ -37,6 +37,8 @@ type Spec struct {
 	// Dataclasses and Enums are Python dataclasses and enums generated with their JSON codecs (dataclass.go).
 	Dataclasses []Dataclass `yaml:"dataclasses"`
 	Enums       []Enum      `yaml:"enums"`
+	// Formats are YAML file formats users write, generated with strict decoders (format.go).
+	Formats []Format `yaml:"formats"`
 
 	// Path is the spec file's path relative to the specs root, e.g. agent_service/utils.yaml.
 	Path string `yaml:"-"`
@@ -402,6 +404,9 @@ func validate(file string, s *Spec) error {
 		}
 	}
 	if err := validateDataclasses(s, errAt); err != nil {
+		return err
+	}
+	if err := validateFormats(s, errAt); err != nil {
 		return err
 	}
 	symbols := map[string]int{}
