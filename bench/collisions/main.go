@@ -1,5 +1,5 @@
 // Command collisions is the Monolith paper's comparison of a collisionless embedding table with
-// hashed ones (section 5.2.1, "the effect of embedding collisions"): it draws one click log of
+// hashed ones (its experiment on the effect of embedding collisions): it draws one click log of
 // Zipf-distributed user and item ids with latent factors (a user's click on an item depends on
 // the dot product of their latent vectors, so a model must learn an embedding per id), and trains
 // pkg/trainer/dnn on it in process (pkg/embedding tables through dnn.TableStore, cmd/train's
@@ -23,7 +23,7 @@
 // cancels). The best AUC is that of the true click probabilities on the eval set.
 //
 //	go run ./bench/collisions
-//	go run ./bench/collisions --examples=1000000 --epochs=5 --seeds=5
+//	go run ./bench/collisions --examples=2000000 --epochs=5 --seeds=5
 //
 // Not a test: nothing here asserts a figure.
 package main
