@@ -17,6 +17,7 @@ import (
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
+	"github.com/monolith-go/monolith/pkg/trainer/job/jobtest"
 	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
 
@@ -204,7 +205,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("chief's stdout lacks %q:\n%s", want, chief.stdout.String())
 		}
 	}
-	checkCheckpoint(t, ref.modelDir, refSteps, 2)
+	jobtest.CheckCheckpoint(t, ref.modelDir, refSteps, 2)
 	// The checkpoint restores, re-sharded onto 3 servers: the same evaluation.
 	r := runOK(t, "--mode=eval", "--model_dir="+ref.modelDir, "--local_ps=3")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -217,7 +218,7 @@ func TestCluster(t *testing.T) {
 	// It starts from the uninterrupted job's checkpoint of step 100, so that the two differ only
 	// by the interruption (and the order of the workers' updates).
 	job := cluster{t: t, zk: zk.Addr(), job: "interrupted", modelDir: filepath.Join(base, "interrupted"), psTimeout: 5 * time.Second}
-	copyCheckpoint(t, ref.modelDir, job.modelDir, 100)
+	jobtest.CopyCheckpoint(t, ref.modelDir, job.modelDir, 100)
 	servers := []*proc{job.startPS(0), job.startPS(1)}
 	workers := []*proc{job.startWorker(0), job.startWorker(1)}
 	saved := waitForCheckpoint(t, job.modelDir, 200, workers)
@@ -262,7 +263,7 @@ func TestCluster(t *testing.T) {
 		t.Errorf("resumed job: eval auc %.4f after %d steps, the uninterrupted job's %.4f after %d: want the same steps and within 0.005",
 			auc, steps, refAUC, refSteps)
 	}
-	checkCheckpoint(t, job.modelDir, refSteps, 2)
+	jobtest.CheckCheckpoint(t, job.modelDir, refSteps, 2)
 }
 
 // namesPS1 finds PS 1 named in an error (the router's "ps 1 (<addr>): lookup ..." or

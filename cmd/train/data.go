@@ -12,15 +12,38 @@ import (
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/dataset"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/job"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
+
+// input is what the run trains and evaluates on: the job's sources of the input files.
+type input struct {
+	train, eval job.Files
+	schema      batch.Schema
+	// best is the generator's best AUC on eval (the demo only).
+	best *job.Best
+}
+
+// files are the job's sources of the training and evaluation files.
+func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Options, schema batch.Schema) (job.Files, job.Files) {
+	return job.Files{Name: "--train_data", Paths: train, Epochs: f.Epochs, BatchSize: f.BatchSize, Schema: schema, Options: opts},
+		job.Files{Name: "--eval_data", Paths: eval, Epochs: 1, BatchSize: f.BatchSize, Schema: schema, Options: opts}
+}
+
+// modelWords describes a model in the output.
+func modelWords(model string) string {
+	if model == job.ModelLogreg {
+		return "a logistic regression"
+	}
+	return "a sparse + dense recommendation model (embedding tables on parameter servers, an MLP)"
+}
 
 // demoConfig is the demo's ground truth of model: for logreg the generator's default features
 // (a logistic ground truth its per-id weights can learn), for dnn a click log whose ids also have
 // latent factors (their cross-slot dot products add to the logit, so that only embeddings do
 // well); both with a vocabulary small enough for the demo's examples to show every id many times.
 func demoConfig(seed int, model string) synth.Config {
-	if model == modelLogreg {
+	if model == job.ModelLogreg {
 		return synth.Config{Seed: uint64(seed), Vocab: 100}
 	}
 	return synth.Config{Seed: uint64(seed), NumDense: 4, NumSlots: 4, Vocab: 100, LatentDim: 4}
@@ -30,26 +53,26 @@ func demoConfig(seed int, model string) synth.Config {
 const demoFiles = 4
 
 // demoData writes the demo's click log into dir (training set: stream 1, evaluation set: stream 2,
-// a quarter as many examples) and prints what it wrote and the generator's best AUC on the
-// evaluation set.
-func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, workers int, c dataset.Compression, stdout io.Writer) (data, error) {
+// a quarter as many examples), prints what it wrote, and measures the generator's best AUC on the
+// evaluation set (the job prints it with its result).
+func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, workers int, c dataset.Compression, stdout io.Writer) (input, error) {
 	g, err := synth.New(demoConfig(f.DemoSeed, f.Model))
 	if err != nil {
-		return data{}, cli.Usage(err)
+		return input{}, cli.Usage(err)
 	}
 	opts := dataset.Options{Compression: c}
 	train, err := g.Write(synth.WriteOptions{Dir: dir, Name: "train", Files: max(demoFiles, workers), Examples: f.DemoExamples, Stream: 1, Compression: c})
 	if err != nil {
-		return data{}, fmt.Errorf("demo data: %w", err)
+		return input{}, fmt.Errorf("demo data: %w", err)
 	}
 	nEval := f.DemoExamples / 4
 	eval, err := g.Write(synth.WriteOptions{Dir: dir, Name: "eval", Files: 1, Examples: nEval, Stream: 2, Compression: c})
 	if err != nil {
-		return data{}, fmt.Errorf("demo data: %w", err)
+		return input{}, fmt.Errorf("demo data: %w", err)
 	}
 	auc, loss, err := g.BestAUC(ctx, eval, opts)
 	if err != nil {
-		return data{}, fmt.Errorf("demo data: best AUC: %w", err)
+		return input{}, fmt.Errorf("demo data: best AUC: %w", err)
 	}
 	cfg := g.Config()
 	fmt.Fprintf(stdout, "Monolith train demo: %s on a generated click log (nothing to install).\n", modelWords(f.Model))
@@ -61,36 +84,37 @@ func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, wor
 	}
 	fmt.Fprintf(stdout, "  eval data    %d examples in %s (another stream of the same ground truth: %d dense values, %d slots of %d ids%s, seed %d)\n",
 		nEval, filepath.Join(dir, "eval-*.tfrecord"), cfg.NumDense, cfg.NumSlots, cfg.Vocab, latent, cfg.Seed)
-	return data{train: train, eval: eval, opts: opts, schema: g.Schema(), best: &bestAUC{auc: auc, loss: loss}}, nil
+	in := input{schema: g.Schema(), best: &job.Best{AUC: auc, Loss: loss}}
+	in.train, in.eval = files(f, train, eval, opts, in.schema)
+	return in, nil
 }
-
-// bestAUC is what the generator's true probabilities reach on the evaluation set.
-type bestAUC struct{ auc, loss float64 }
 
 // fileData matches the input patterns; patterns that match nothing, or are malformed, are usage
 // errors.
-func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Writer) (data, error) {
+func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Writer) (input, error) {
 	schema, err := parseSchema(f.DenseFeatures, f.SparseFeatures, f.Model)
 	if err != nil {
-		return data{}, cli.Usage(err)
+		return input{}, cli.Usage(err)
 	}
 	train, err := dataset.ExpandPatterns(f.TrainData)
 	if err != nil {
-		return data{}, cli.Usage(fmt.Errorf("--train_data %q: %w", f.TrainData, err))
+		return input{}, cli.Usage(fmt.Errorf("--train_data %q: %w", f.TrainData, err))
 	}
 	eval, err := dataset.ExpandPatterns(f.EvalData)
 	if err != nil {
-		return data{}, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
+		return input{}, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
 	}
 	fmt.Fprintf(stdout, "Monolith train: %s on TFRecord files of Monolith Examples.\n", modelWords(f.Model))
 	fmt.Fprintf(stdout, "  train data   %d files (%s), %d epochs in batches of %d\n", len(train), f.TrainData, f.Epochs, f.BatchSize)
 	fmt.Fprintf(stdout, "  eval data    %d files (%s)\n", len(eval), f.EvalData)
-	return data{train: train, eval: eval, opts: dataset.Options{Compression: c}, schema: schema}, nil
+	in := input{schema: schema}
+	in.train, in.eval = files(f, train, eval, dataset.Options{Compression: c}, schema)
+	return in, nil
 }
 
 // parseSchema reads --dense_features (name:dim, ...) and --sparse_features (name or name:slot,
-// ...); an empty flag takes the demo generator's features of model. The slots are checked by
-// dnnFeatures.
+// ...); an empty flag takes the demo generator's features of model. The slots are read by
+// sparseSlots.
 func parseSchema(dense, sparse, model string) (batch.Schema, error) {
 	g, err := synth.New(demoConfig(0, model))
 	if err != nil {
@@ -148,11 +172,18 @@ func sparseSlots(sparse string, schema batch.Schema) ([]int, error) {
 // maxFidSlot is the largest v2 fid slot (15 bits).
 const maxFidSlot = 1<<15 - 1
 
-// shard is worker index's share of files: every num-th file from its index on.
-func shard(files []string, index, num int) []string {
-	var out []string
-	for i := index; i < len(files); i += num {
-		out = append(out, files[i])
+// parseHidden reads --hidden: widths, a comma list ("" for none).
+func parseHidden(s string) ([]int, error) {
+	out := []int{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
 	}
-	return out
+	for _, item := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(item))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--hidden %q: want positive widths, a comma list", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

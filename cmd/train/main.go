@@ -34,6 +34,10 @@
 // <model_dir>/controller_server_addr.txt. The status endpoint (--status_addr) serves Prometheus
 // metrics.
 //
+// The worker is pkg/trainer/job (its parts: pkg/trainer/trainstatus, densesync, psservers,
+// register, dnnckpt); this command maps its flags onto a job.Config, reads the input patterns or
+// generates the demo's data, and turns the job's errors into exit statuses.
+//
 // Exit status: 0 after training and evaluation, 2 for a bad command line or bad input (missing or
 // corrupt data files, a bad pattern, an unwritable --model_dir, a bad --restore_dir), 1 for a
 // failure at run time (a parameter server gone, a corrupt checkpoint, a discovery that cannot be
@@ -43,16 +47,22 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	exporthooksspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/export_hooks"
 	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/internal/jobdiscovery"
+	"github.com/monolith-go/monolith/pkg/dataset"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 	"github.com/monolith-go/monolith/pkg/runconfig"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainenv"
+	"github.com/monolith-go/monolith/pkg/trainer/job"
 )
 
 const name = "train"
@@ -76,7 +86,7 @@ type deps struct {
 	env trainenv.Env
 	// setenv receives the run config's environment exports (nil: os.Setenv).
 	setenv func(name, value string) error
-	// hooks run in the training loop after the command's own (tests watch the run through them).
+	// hooks run in the training loop after the job's own (tests watch the run through them).
 	hooks []runhook.Hook
 }
 
@@ -100,12 +110,163 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 	})
 }
 
-// classify makes an error of the input data a usage error, named by itself rather than by the
-// layers of the loop it went through.
+// classify makes the job's errors of its settings and of its input usage errors (exit status 2);
+// an input error is named by itself rather than by the layers of the loop it went through.
 func classify(err error) error {
-	var ie *inputError
-	if errors.As(err, &ie) && !errors.As(err, new(cli.UsageError)) {
+	var ie *job.InputError
+	switch {
+	case errors.As(err, new(cli.UsageError)):
+		return err
+	case errors.As(err, new(*job.ConfigError)):
+		return cli.Usage(err)
+	case errors.As(err, &ie):
 		return cli.Usage(ie)
 	}
 	return err
+}
+
+// defaultSaveCheckpointsSteps is how often the command saves when no save interval is given (the
+// estimator's own default saves only at the end, which would show no retention).
+const defaultSaveCheckpointsSteps = 100
+
+// train runs the command: flags, run config and job config, data, model dir, then the job.
+func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Writer, log *slog.Logger, d deps) (err error) {
+	f := c.TrainFlags
+	if err := checkFlags(f); err != nil {
+		return cli.Usage(err)
+	}
+	rc, err := runConfig(&c.RunnerFlags, discoveryGiven, d)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	cfg := jobConfig(c, rc, d)
+	if err := cfg.Check(); err != nil {
+		return cli.Usage(err)
+	}
+	if cfg.Discovery, err = jobdiscovery.Options(rc, d.env, log); err != nil {
+		return cli.Usage(err)
+	}
+	compression, err := dataset.ParseCompression(f.Compression)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--compression: %w", err))
+	}
+	// The directories given are checked before the demo's data is generated.
+	if rc.ModelDir != "" {
+		if err := checkWritable(rc.ModelDir); err != nil {
+			return cli.Usage(fmt.Errorf("--model_dir %s is not writable: %w", rc.ModelDir, err))
+		}
+	}
+	if rc.RestoreDir != nil && *rc.RestoreDir != "" {
+		if st, err := os.Stat(*rc.RestoreDir); err != nil || !st.IsDir() {
+			return cli.Usage(fmt.Errorf("--restore_dir %s is not a directory", *rc.RestoreDir))
+		}
+	}
+
+	var in input
+	if f.TrainData == "" {
+		dir, err := os.MkdirTemp("", "monolith-train-data-")
+		if err != nil {
+			return fmt.Errorf("demo data directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if in, err = demoData(ctx, dir, f, rc.NumWorkers, compression, stdout); err != nil {
+			return err
+		}
+	} else if in, err = fileData(f, compression, stdout); err != nil {
+		return err
+	}
+	cfg.Train, cfg.Eval, cfg.Schema, cfg.Best = in.train, in.eval, in.schema, in.best
+	if f.Model == job.ModelDNN {
+		if cfg.DNN.Slots, err = sparseSlots(f.SparseFeatures, in.schema); err != nil {
+			return cli.Usage(err)
+		}
+	}
+
+	if rc.ModelDir == "" {
+		if rc.NumWorkers > 1 {
+			return cli.Usage(fmt.Errorf("--num_workers %d: the workers of a job share --model_dir; give it", rc.NumWorkers))
+		}
+		if rc.ModelDir, err = os.MkdirTemp("", "monolith-train-model-"); err != nil {
+			return fmt.Errorf("model directory: %w", err)
+		}
+		// A model dir of ours that failed before its first checkpoint is of no use to anyone.
+		defer func(dir string) {
+			if _, serr := os.Stat(filepath.Join(dir, checkpoint.StateFile)); err != nil && serr != nil {
+				os.RemoveAll(dir)
+			}
+		}(rc.ModelDir)
+	}
+	if err := rc.ExportEnv(d.setenv); err != nil {
+		return err
+	}
+	return job.Run(ctx, cfg, stdout, log)
+}
+
+// jobConfig maps the flags onto the job's settings; the input, its schema and (dnn) its fid slots
+// are set once the data is there.
+func jobConfig(c cmdFlags, rc *runconfig.RunnerConfig, d deps) job.Config {
+	f, ex := c.TrainFlags, c.ExportHookFlags
+	hidden, _ := parseHidden(f.Hidden) // checkFlags checked it
+	return job.Config{
+		Run: rc, Role: f.Role, Model: f.Model,
+		Steps: f.Steps, MaxSteps: f.MaxSteps, EvalSteps: f.EvalSteps,
+		DNN: job.DNNConfig{EmbeddingDim: f.EmbeddingDim, EmbeddingLearningRate: f.EmbeddingLearningRate, Hidden: hidden,
+			DenseOptimizer: f.DenseOptimizer, DenseLearningRate: f.DenseLearningRate, LocalPS: f.LocalPS, PSTimeout: f.PSTimeout},
+		Logreg:         job.LogregConfig{Optimizer: f.Optimizer, LearningRate: f.LearningRate, HashBuckets: f.HashBuckets},
+		Export:         job.ExportConfig{Dir: ex.ExportDir, Every: ex.ExportEvery, Keep: ex.ExportKeep},
+		ControllerAddr: f.ControllerAddr, StatusAddr: f.StatusAddr, DiscoveryTimeout: f.DiscoveryTimeout,
+		Hooks: d.hooks,
+	}
+}
+
+// checkFlags checks the flags the job does not see: the input's and the demo's (job.Config.Check
+// checks the others).
+func checkFlags(f cputrainingspec.TrainFlags) error {
+	switch {
+	case f.TrainData != "" && f.EvalData == "":
+		return errors.New("--train_data needs --eval_data")
+	case f.TrainData == "" && f.EvalData != "":
+		return errors.New("--eval_data needs --train_data (without both, the demo's data is generated)")
+	case f.BatchSize <= 0:
+		return fmt.Errorf("--batch_size %d is not positive", f.BatchSize)
+	case f.Epochs <= 0:
+		return fmt.Errorf("--epochs %d is not positive", f.Epochs)
+	case f.DemoExamples < 4:
+		return fmt.Errorf("--demo_examples %d: want at least 4 (a quarter of them is the evaluation set)", f.DemoExamples)
+	case f.DemoSeed < 0:
+		return fmt.Errorf("--demo_seed %d is negative", f.DemoSeed)
+	}
+	if _, err := parseHidden(f.Hidden); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runConfig builds the RunnerConfig from the flags (runconfig's merge rule) over the command's own
+// values: a local run unless --discovery_type was given, and a checkpoint every
+// defaultSaveCheckpointsSteps unless a save interval was given. What the job cannot run with it is
+// refused by job.Config.Check.
+func runConfig(flags *runconfig.RunnerFlags, discoveryGiven bool, d deps) (*runconfig.RunnerConfig, error) {
+	values := map[string]any{}
+	if !discoveryGiven {
+		values["is_local"] = true
+	}
+	if flags.SaveCheckpointsSteps == nil && flags.SaveCheckpointsSecs == nil {
+		values["save_checkpoints_steps"] = defaultSaveCheckpointsSteps
+	}
+	return runconfig.New(runconfig.Sources{Values: values, Flags: runconfig.FlagValues(flags), Env: d.env.Lookup})
+}
+
+// checkWritable creates dir when needed and checks that a file can be created in it.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".train-write-check-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

@@ -2,28 +2,22 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	pb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/hooks/server"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/dataset"
-	"github.com/monolith-go/monolith/pkg/discovery/consul/consultest"
-	"github.com/monolith-go/monolith/pkg/estimator"
-	"github.com/monolith-go/monolith/pkg/hooks/controller"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
-	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainenv"
+	"github.com/monolith-go/monolith/pkg/trainer/job"
+	"github.com/monolith-go/monolith/pkg/trainer/job/jobtest"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
-	"github.com/monolith-go/monolith/pkg/zk/zktest"
 )
 
 // dnnSmall is a quick demo of the dnn model: 2000 training examples in batches of 256 are 8 steps
@@ -33,8 +27,6 @@ var dnnSmall = []string{"--demo_examples=2000", "--epochs=1", "--log_step_count_
 // small is a quick demo of the logistic regression: 2000 training examples in batches of 128 are
 // 16 steps an epoch.
 var small = []string{"--model=logreg", "--demo_examples=2000", "--epochs=1", "--batch_size=128", "--log_step_count_steps=5"}
-
-const smallSteps = 16
 
 var (
 	finalLine = regexp.MustCompile(`^eval auc=(0\.\d{4}|1\.0000)(?: best auc=(?:0\.\d{4}|1\.0000))? loss=(\d+\.\d{4}) steps=(\d+)$`)
@@ -132,92 +124,10 @@ func TestDemoReachesTheBestAUC(t *testing.T) {
 	}
 }
 
-// A second run on the same model dir restores the last checkpoint and its global step goes on;
-// retention keeps the last --max_to_keep (--checkpoints_max_to_keep) checkpoints; progress is logged every
-// --log_step_count_steps with step, examples/s and loss.
-func TestResumeAndRetention(t *testing.T) {
-	leakcheck.Check(t)
-	dir := t.TempDir()
-	args := withArgs(small, "--model_dir="+dir, "--save_checkpoints_steps=5", "--max_to_keep=2")
-	r1 := runOK(t, args...)
-	if _, _, steps := r1.final(t); steps != smallSteps {
-		t.Fatalf("first run: steps %d, want %d", steps, smallSteps)
-	}
-	if !regexp.MustCompile(`msg="training progress" step=6 loss=0\.\d+ steps_per_sec=\S+ examples_per_sec=\S+`).MatchString(r1.stderr) {
-		t.Errorf("no progress line for step 6 with loss and examples/s; stderr:\n%s", r1.stderr)
-	}
-	st, err := checkpoint.ReadState(dir, nil)
-	if err != nil || st == nil {
-		t.Fatalf("state: %v, %v", st, err)
-	}
-	want := []string{filepath.Join(dir, "model.ckpt-15"), filepath.Join(dir, "model.ckpt-16")}
-	if fmt.Sprint(st.AllModelCheckpointPaths) != fmt.Sprint(want) {
-		t.Errorf("checkpoints kept %v, want %v", st.AllModelCheckpointPaths, want)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "model.ckpt-10.index")); !os.IsNotExist(err) {
-		t.Errorf("model.ckpt-10 not deleted by retention: %v", err)
-	}
-
-	r2 := runOK(t, args...)
-	if _, _, steps := r2.final(t); steps != 2*smallSteps {
-		t.Errorf("second run: steps %d, want %d (the global step goes on)", steps, 2*smallSteps)
-	}
-	if !strings.Contains(r2.stderr, `msg="restored checkpoint" checkpoint=`+filepath.Join(dir, "model.ckpt-16")+" global_step=16") {
-		t.Errorf("second run did not restore model.ckpt-16; stderr:\n%s", r2.stderr)
-	}
-	// --mode=eval evaluates the last checkpoint as the training's last evaluation did.
-	r3 := runOK(t, withArgs(args, "--mode=eval")...)
-	last := func(s string) string { l := strings.Split(strings.TrimSpace(s), "\n"); return l[len(l)-1] }
-	if last(r3.stdout) != last(r2.stdout) {
-		t.Errorf("eval mode: %q, want the training's last evaluation %q", last(r3.stdout), last(r2.stdout))
-	}
-}
-
-// --steps trains that many more steps, --max_steps caps the global step, and a model dir at
-// --max_steps only evaluates.
-func TestStepsAndMaxSteps(t *testing.T) {
-	leakcheck.Check(t)
-	dir := t.TempDir()
-	for _, c := range []struct {
-		args []string
-		want int64
-	}{
-		{[]string{"--steps=5"}, 5},
-		{[]string{"--steps=5", "--max_steps=8"}, 8},
-		{[]string{"--max_steps=8"}, 8},
-		{[]string{"--steps=100"}, 8 + smallSteps}, // the input ends first
-	} {
-		r := runOK(t, withArgs(small, append(c.args, "--model_dir="+dir)...)...)
-		if _, _, steps := r.final(t); steps != c.want {
-			t.Errorf("%v: steps %d, want %d", c.args, steps, c.want)
-		}
-	}
-}
-
-// --restore_dir starts a new model dir from another's last checkpoint; --restore_ckpt picks an
-// older one.
-func TestRestoreDirAndCkpt(t *testing.T) {
-	leakcheck.Check(t)
-	a, b, c := t.TempDir(), t.TempDir(), t.TempDir()
-	runOK(t, withArgs(small, "--model_dir="+a, "--save_checkpoints_steps=5")...)
-	r := runOK(t, withArgs(small, "--model_dir="+b, "--restore_dir="+a, "--steps=4")...)
-	if _, _, steps := r.final(t); steps != smallSteps+4 {
-		t.Errorf("--restore_dir: steps %d, want %d", steps, smallSteps+4)
-	}
-	r = runOK(t, withArgs(small, "--model_dir="+c, "--restore_dir="+a, "--restore_ckpt=model.ckpt-10", "--steps=3")...)
-	if _, _, steps := r.final(t); steps != 13 {
-		t.Errorf("--restore_ckpt model.ckpt-10: steps %d, want 13", steps)
-	}
-	r = runOK(t, withArgs(small, "--model_dir="+a, "--restore_ckpt=model.ckpt-5", "--steps=1")...)
-	if _, _, steps := r.final(t); steps != 6 {
-		t.Errorf("--restore_ckpt model.ckpt-5 in the model dir: steps %d, want 6", steps)
-	}
-}
-
 // writeData writes a small click log into dir: train-*.tfrecord (2 files) and eval-*.tfrecord.
 func writeData(t *testing.T, dir string, c dataset.Compression) (train, eval []string) {
 	t.Helper()
-	g, err := synth.New(demoConfig(7, modelLogreg))
+	g, err := synth.New(demoConfig(7, job.ModelLogreg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +169,7 @@ func TestBadInput(t *testing.T) {
 		return []string{"--model=logreg", "--train_data=" + trainPattern, "--eval_data=" + eval[0], "--model_dir=" + filepath.Join(t.TempDir(), "m")}
 	}
 	corrupt := filepath.Join(dir, "corrupt.tfrecord")
-	copyFlipped(t, train[0], corrupt, 2000)
+	jobtest.CopyFlipped(t, train[0], corrupt, 2000)
 	truncated := filepath.Join(dir, "truncated.tfrecord")
 	copyTruncated(t, train[0], truncated, 1500)
 	notDir := filepath.Join(dir, "file")
@@ -348,19 +258,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// copyFlipped copies src to dst with the byte at off flipped (a CRC mismatch).
-func copyFlipped(t *testing.T, src, dst string, off int) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil || len(b) <= off {
-		t.Fatalf("read %s: %d bytes, %v", src, len(b), err)
-	}
-	b[off] ^= 0xff
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // copyTruncated copies the first n bytes of src to dst.
 func copyTruncated(t *testing.T, src, dst string, n int) {
 	t.Helper()
@@ -371,211 +268,6 @@ func copyTruncated(t *testing.T, src, dst string, n int) {
 	if err := os.WriteFile(dst, b[:n], 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// probeHook holds a training open for a test: from global step at on, each step waits a little,
-// until the test closes stop; then it stops the training (cleanly: the last checkpoint and the
-// evaluation follow).
-type probeHook struct {
-	runhook.Base
-	at      int64
-	reached chan struct{}
-	stop    chan struct{}
-	step    atomic.Int64
-	once    bool
-}
-
-func newProbe(at int64) *probeHook {
-	return &probeHook{at: at, reached: make(chan struct{}), stop: make(chan struct{})}
-}
-
-func (h *probeHook) AfterRunValues(ctx context.Context, rc *runhook.RunContext, v estimator.RunValues) error {
-	h.step.Store(v.GlobalStep)
-	if v.GlobalStep < h.at {
-		return nil
-	}
-	if !h.once {
-		h.once = true
-		close(h.reached)
-	}
-	select {
-	case <-h.stop:
-		rc.RequestStop()
-	case <-time.After(time.Millisecond):
-	case <-ctx.Done():
-	}
-	return nil
-}
-
-// wait waits until the training reaches the probe.
-func (h *probeHook) wait(t *testing.T, wait func() result) {
-	t.Helper()
-	select {
-	case <-h.reached:
-	case <-time.After(time.Minute):
-		close(h.stop)
-		r := wait()
-		t.Fatalf("the training never reached step %d; exit %d, stderr:\n%s", h.at, r.code, r.stderr)
-	}
-}
-
-// endless keeps the training going until the probe stops it.
-var endless = []string{"--demo_examples=400", "--epochs=100000", "--save_checkpoints_steps=1000000"}
-
-// The controller hook server runs while training does: SaveCheckpoint saves a checkpoint of the
-// current step through the estimator, GetTrainingStatus reads the global step.
-func TestControllerSaveCheckpoint(t *testing.T) {
-	leakcheck.Check(t)
-	dir := t.TempDir()
-	probe := newProbe(3)
-	wait := start(t, withArgs(endless, "--model_dir="+dir), nil, probe)
-	probe.wait(t, wait)
-	stopped := false
-	defer func() {
-		if !stopped {
-			close(probe.stop)
-			wait()
-		}
-	}()
-
-	client, err := controller.DialModelDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	before := probe.step.Load()
-	if _, err := client.SaveCheckpoint(ctx, &pb.SaveCheckpointRequest{}); err != nil {
-		t.Fatalf("SaveCheckpoint: %v", err)
-	}
-	st, err := checkpoint.ReadState(dir, nil)
-	if err != nil || st == nil {
-		t.Fatalf("no checkpoint state after SaveCheckpoint: %v", err)
-	}
-	saved, err := checkpoint.StepOf(st.ModelCheckpointPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if saved < before || saved > probe.step.Load() {
-		t.Errorf("SaveCheckpoint saved step %d, want one between %d and %d", saved, before, probe.step.Load())
-	}
-	status, err := client.GetTrainingStatus(ctx, &pb.GetTrainingStatusRequest{})
-	if err != nil {
-		t.Fatalf("GetTrainingStatus: %v", err)
-	}
-	if status.GetGlobalStep() < saved {
-		t.Errorf("GetTrainingStatus global step %d, before the saved %d", status.GetGlobalStep(), saved)
-	}
-
-	close(probe.stop)
-	stopped = true
-	r := wait()
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	if _, _, steps := r.final(t); steps < saved {
-		t.Errorf("final step %d before the saved %d", steps, saved)
-	}
-	if !strings.Contains(r.stdout, "  controller   127.0.0.1:") {
-		t.Errorf("stdout does not say where the controller listens:\n%s", r.stdout)
-	}
-}
-
-// With --discovery_type=zk the worker registers /monolith/<deep_insight_name>/worker.0 holding its
-// (the controller's) address on a real ZooKeeper while it trains; the node is gone after.
-func TestZKDiscovery(t *testing.T) {
-	leakcheck.Check(t)
-	srv := zktest.Start(t)
-	conn, _ := srv.Connect(t, 10*time.Second)
-	dir := t.TempDir()
-	probe := newProbe(2)
-	wait := start(t, withArgs(endless, "--model_dir="+dir, "--discovery_type=zk", "--zk_server="+srv.Addr(),
-		"--deep_insight_name=demo_job"), nil, probe)
-	probe.wait(t, wait)
-
-	node := "/monolith/demo_job/worker.0"
-	got, _, err := conn.Get(node)
-	addr, rerr := controller.ReadAddr(dir)
-	close(probe.stop)
-	r := wait()
-	if err != nil || rerr != nil {
-		t.Fatalf("while training: get %s: %v; controller address: %v; stderr:\n%s", node, err, rerr, r.stderr)
-	}
-	if string(got) != addr {
-		t.Errorf("%s holds %q, want the controller's address %q", node, got, addr)
-	}
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	if ok, _, err := conn.Exists(node); err != nil || ok {
-		t.Errorf("after the run: %s exists=%v (%v), want it gone", node, ok, err)
-	}
-	if !strings.Contains(r.stdout, "  registered   worker.0 at "+addr+" (1 of 1 workers visible)") {
-		t.Errorf("stdout does not report the registration:\n%s", r.stdout)
-	}
-}
-
-// The other discoveries: Primus (TF_CONFIG fixes the address and the role; registration is a
-// no-op), MLP (the MLP_* variables fix them) and Consul (the reference's HTTP protocol, against
-// consultest's agent, which sees the registration while training runs and the deregistration).
-func TestOtherDiscoveries(t *testing.T) {
-	leakcheck.Check(t)
-	tfConfig := func(typ string, index int) string {
-		return fmt.Sprintf(`--tf_config={"cluster":{"chief":["127.0.0.1:2220"],"worker":["127.0.0.1:2221"]},"task":{"type":%q,"index":%d}}`, typ, index)
-	}
-	t.Run("primus chief", func(t *testing.T) {
-		r := runOK(t, withArgs(small, "--model_dir="+t.TempDir(), "--discovery_type=primus", tfConfig("chief", 0))...)
-		if !strings.Contains(r.stdout, "  registered   worker.0 at 127.0.0.1:2220 (") {
-			t.Errorf("stdout:\n%s", r.stdout)
-		}
-		r.final(t)
-	})
-	t.Run("primus worker 1", func(t *testing.T) {
-		r := start(t, withArgs(small, "--model_dir="+t.TempDir(), "--discovery_type=primus", tfConfig("worker", 0)), nil)()
-		if r.code != 2 || !strings.Contains(r.stderr, "train: primus discovery makes this process worker 1") {
-			t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
-		}
-	})
-	t.Run("mlp", func(t *testing.T) {
-		env := trainenv.Env{"MLP_ROLE": "worker", "MLP_ROLE_INDEX": "0", "MLP_WORKER_NUM": "1", "MLP_PORT": "2230",
-			"YARN_INET_ADDR": "127.0.0.1", "MLP_WORKER_0_PRIMARY_HOST": "127.0.0.1", "MLP_WORKER_0_PORT": "2230"}
-		wait := start(t, withArgs(small, "--model_dir="+t.TempDir(), "--discovery_type=mlp"), env)
-		r := wait()
-		if r.code != 0 || !strings.Contains(r.stdout, "  registered   worker.0 at 127.0.0.1:2230 (1 of 1 workers visible)") {
-			t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-		}
-	})
-	t.Run("consul", func(t *testing.T) {
-		agent := consultest.Start(t)
-		host, port := agent.HostPort()
-		env := trainenv.Env{"CONSUL_HTTP_HOST": host, "CONSUL_HTTP_PORT": strconv.Itoa(port)}
-		dir := t.TempDir()
-		probe := newProbe(2)
-		wait := start(t, withArgs(endless, "--model_dir="+dir, "--discovery_type=consul", "--uuid=demo-uuid"), env, probe)
-		probe.wait(t, wait)
-		n := 0
-		for _, req := range agent.Requests() {
-			if strings.HasPrefix(req.Path, "/v1/agent/service/register") {
-				n++
-			}
-		}
-		close(probe.stop)
-		r := wait()
-		if r.code != 0 {
-			t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-		}
-		if n == 0 {
-			t.Errorf("no registration reached the agent while training ran: %v", agent.Requests())
-		}
-		deregistered := false
-		for _, req := range agent.Requests() {
-			deregistered = deregistered || strings.HasPrefix(req.Path, "/v1/agent/service/deregister/")
-		}
-		if !deregistered {
-			t.Errorf("no deregistration after the run: %v", agent.Requests())
-		}
-	})
 }
 
 // --help lists the RunnerConfig's flags and the command's own; --version prints the build.

@@ -1,4 +1,15 @@
-package main
+// Package dnnckpt is the checkpoint of a dnn job: the dense checkpoint of pkg/estimator/ckptdir
+// (<model_dir>/model.ckpt-<step>.data and .index: the MLP, its optimizer's slots, the step) and,
+// beside it, the embedding tables' dump of the same step, written by the parameter servers
+// themselves (pkg/ps: EntryDump TFRecord shards, <prefix>.embeddings/<table>/ps_<i>_of_<n>-NNNNN-of-NNNNN,
+// which pkg/export reads). The dump is written first and the dense checkpoint, whose state file
+// names the checkpoint, last: a checkpoint the state file names is complete. Retention deletes
+// <prefix>.* and so the dump with its checkpoint. A restore onto another number of parameter
+// servers re-shards the dump (floormod(id, num_ps)).
+//
+// The chief saves and restores both (Tables); the other workers restore the dense parameters and
+// save nothing (RestoreOnly): the tables are the parameter servers', restored by the chief.
+package dnnckpt
 
 import (
 	"context"
@@ -9,43 +20,42 @@ import (
 	"strconv"
 
 	"github.com/monolith-go/monolith/pkg/estimator"
+	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/ps"
 )
 
-// A dnn checkpoint is the dense checkpoint of pkg/estimator/ckptdir (<model_dir>/model.ckpt-<step>
-// .data and .index: the MLP, its optimizer's slots, the step) and, beside it, the embedding
-// tables' dump of the same step, written by the parameter servers themselves (pkg/ps: EntryDump
-// TFRecord shards, <prefix>.embeddings/<table>/ps_<i>_of_<n>-NNNNN-of-NNNNN). The dump is written
-// first and the dense checkpoint, whose state file names the checkpoint, last: a checkpoint the
-// state file names is complete. Retention deletes <prefix>.* and so the dump with its checkpoint.
-// A restore onto another number of parameter servers re-shards the dump (floormod(id, num_ps)).
+// checkpointBasename is the base name of ckptdir's checkpoints (the saver's default).
+const checkpointBasename = "model.ckpt"
 
-// embeddingsDir is the directory of the tables' dump of the checkpoint at prefix, absolute: the
+// EmbeddingsDir is the directory of the tables' dump of the checkpoint at prefix, absolute: the
 // parameter servers (other processes, maybe with another working directory) write and read it.
-func embeddingsDir(prefix string) (string, error) {
-	dir, err := filepath.Abs(prefix + ".embeddings")
+func EmbeddingsDir(prefix string) (string, error) {
+	dir, err := filepath.Abs(prefix + export.EmbeddingsSuffix)
 	if err != nil {
 		return "", fmt.Errorf("the embeddings of checkpoint %s: %w", prefix, err)
 	}
 	return dir, nil
 }
 
-// checkpointBasename is the base name of ckptdir's checkpoints (the saver's default).
-const checkpointBasename = "model.ckpt"
-
-// tablesCheckpointer is the chief's checkpointer: the dense checkpointer's checkpoints with the
-// embedding tables saved and restored beside them.
-type tablesCheckpointer struct {
+// Tables is the chief's checkpointer: the dense checkpointer's checkpoints with the embedding
+// tables saved and restored beside them.
+type Tables struct {
 	estimator.Checkpointer
 	dir    string // the model dir
 	router *ps.Router
 	log    *slog.Logger
 }
 
+// NewTables saves and restores the tables router routes to with dense's checkpoints, which are
+// ckptdir's in modelDir.
+func NewTables(dense estimator.Checkpointer, modelDir string, router *ps.Router, log *slog.Logger) *Tables {
+	return &Tables{Checkpointer: dense, dir: modelDir, router: router, log: log}
+}
+
 // Save has the parameter servers dump the tables, then saves the dense checkpoint.
-func (c *tablesCheckpointer) Save(ctx context.Context, step int64, tensors []estimator.Tensor) (string, error) {
+func (c *Tables) Save(ctx context.Context, step int64, tensors []estimator.Tensor) (string, error) {
 	prefix := filepath.Join(c.dir, checkpointBasename) + "-" + strconv.FormatInt(step, 10)
-	dir, err := embeddingsDir(prefix)
+	dir, err := EmbeddingsDir(prefix)
 	if err != nil {
 		return "", err
 	}
@@ -76,12 +86,12 @@ func (c *tablesCheckpointer) Save(ctx context.Context, step int64, tensors []est
 
 // Restore reads the dense checkpoint at path and has the parameter servers restore the tables of
 // the same checkpoint.
-func (c *tablesCheckpointer) Restore(ctx context.Context, path string) ([]estimator.Tensor, error) {
+func (c *Tables) Restore(ctx context.Context, path string) ([]estimator.Tensor, error) {
 	ts, err := c.Checkpointer.Restore(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := embeddingsDir(path)
+	dir, err := EmbeddingsDir(path)
 	if err != nil {
 		return nil, err
 	}
@@ -104,14 +114,13 @@ func (c *tablesCheckpointer) Restore(ctx context.Context, path string) ([]estima
 	return ts, nil
 }
 
-// workerCheckpointer is a worker's (not the chief's): it restores the dense parameters of the
-// chief's checkpoints (the tables are the parameter servers', restored by the chief) and saves
-// nothing.
-type workerCheckpointer struct {
+// RestoreOnly is a worker's checkpointer (not the chief's): it restores the dense parameters of
+// the chief's checkpoints and saves nothing.
+type RestoreOnly struct {
 	estimator.Checkpointer
 }
 
 // Save saves nothing: the chief saves the job's checkpoints.
-func (c workerCheckpointer) Save(_ context.Context, step int64, _ []estimator.Tensor) (string, error) {
+func (c RestoreOnly) Save(_ context.Context, step int64, _ []estimator.Tensor) (string, error) {
 	return fmt.Sprintf("(the chief's checkpoint of step %d)", step), nil
 }

@@ -1,4 +1,9 @@
-package main
+// Package trainstatus is a training worker's status: its Prometheus metrics (a registry of their
+// own), the status endpoint that serves them (/metrics, /healthz, /debug/pprof/), the progress
+// lines printed every few steps and the throughput report at the end. The job (pkg/trainer/job)
+// feeds it: steps through its progress hook, input waits, embedding store calls (TimedStore), the
+// dense allreduce and evaluations.
+package trainstatus
 
 import (
 	"context"
@@ -11,8 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
-	"github.com/monolith-go/monolith/pkg/estimator"
-	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 	"github.com/monolith-go/monolith/pkg/promstatus"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 )
@@ -20,18 +23,17 @@ import (
 // namespace prefixes the worker's metrics.
 const namespace = "monolith_train"
 
-// statusStopTimeout bounds the status endpoint's stop at the end of the run.
-const statusStopTimeout = 5 * time.Second
+// stopTimeout bounds the status endpoint's stop at the end of the run.
+const stopTimeout = 5 * time.Second
 
 // latencyBuckets are the buckets of the RPC latency histograms, 50 µs to about 10 s.
 var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2.5, 14)
 
-// status is the worker's metrics (a registry of their own) and its status endpoint: /metrics,
-// /healthz and /debug/pprof/. The dnn model's counters (phase times, lookups) are read from its
-// Stats when scraped.
-type status struct {
+// Status is the worker's metrics and its status endpoint. The dnn model's counters (phase times,
+// lookups) are read from its Stats when scraped.
+type Status struct {
 	reg *prometheus.Registry
-	srv *agentstatus.Server // nil without --status_addr
+	srv *agentstatus.Server // nil without an address
 
 	globalStep, loss, trainAUC, examplesPerSec, evalAUC, evalLoss prometheus.Gauge
 	examples                                                      prometheus.Counter
@@ -47,12 +49,13 @@ type status struct {
 	steps    int64
 }
 
-// startStatus registers the metrics and serves them on addr (none when empty).
-func startStatus(addr, model string, stdout io.Writer, log *slog.Logger) (*status, error) {
+// Start registers the metrics and serves them on addr (none when empty), printing the endpoint's
+// URL on stdout.
+func Start(addr string, stdout io.Writer, log *slog.Logger) (*Status, error) {
 	gauge := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
 	}
-	s := &status{
+	s := &Status{
 		reg:            promstatus.NewRegistry(),
 		globalStep:     gauge("global_step", "The training's global step."),
 		loss:           gauge("loss", "Mean log loss of the training batches of the last progress interval (before each step's update)."),
@@ -78,7 +81,7 @@ func startStatus(addr, model string, stdout io.Writer, log *slog.Logger) (*statu
 	}
 	srv, err := agentstatus.Listen(addr, promstatus.Handler(s.reg), log)
 	if err != nil {
-		return nil, err
+		return nil, err // it says "status endpoint: listen <addr>: ..."
 	}
 	srv.Start()
 	s.srv = srv
@@ -86,39 +89,40 @@ func startStatus(addr, model string, stdout io.Writer, log *slog.Logger) (*statu
 	return s, nil
 }
 
-// addr is the status endpoint's address, "" without one.
-func (s *status) addr() string {
+// Addr is the status endpoint's address, "" without one.
+func (s *Status) Addr() string {
 	if s.srv == nil {
 		return ""
 	}
 	return s.srv.Addr()
 }
 
-func (s *status) stop(ctx context.Context) {
+// Stop stops the status endpoint, also when ctx is cancelled (within a bound of its own).
+func (s *Status) Stop(ctx context.Context) {
 	if s.srv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusStopTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
 	s.srv.Stop(ctx)
 }
 
-// watch makes the dnn model's Stats part of the metrics.
-func (s *status) watch(m *dnn.Model) {
+// Watch makes the dnn model's Stats part of the metrics.
+func (s *Status) Watch(m *dnn.Model) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.model = m
 }
 
 // trainStarted marks the training's start (its wall time is the throughput's).
-func (s *status) trainStarted() {
+func (s *Status) trainStarted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.started = time.Now()
 }
 
 // stepped records a training step.
-func (s *status) stepped(step int64, examples int) {
+func (s *Status) stepped(step int64, examples int) {
 	s.globalStep.Set(float64(step))
 	s.examples.Add(float64(examples))
 	s.mu.Lock()
@@ -127,28 +131,55 @@ func (s *status) stepped(step int64, examples int) {
 	s.finished = time.Now()
 }
 
-// readFor records the time the loop waited for a training batch.
-func (s *status) readFor(d time.Duration) {
+// ReadFor records the time the training loop waited for a batch.
+func (s *Status) ReadFor(d time.Duration) {
 	s.readSeconds.Add(d.Seconds())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.read += d
 }
 
-func (s *status) evaluated(auc, loss float64) {
+// ObserveAllreduce records the time one allreduce of the dense gradients took.
+func (s *Status) ObserveAllreduce(d time.Duration) { s.allreduce.Observe(d.Seconds()) }
+
+// Evaluated records an evaluation's result.
+func (s *Status) Evaluated(auc, loss float64) {
 	s.evalAUC.Set(auc)
 	s.evalLoss.Set(loss)
 }
 
 // throughput is the training's wall time (first to last step) and the input's share of it.
-func (s *status) throughput() (steps int64, wall, read time.Duration) {
+func (s *Status) throughput() (steps int64, wall, read time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.steps, s.finished.Sub(s.started), s.read
 }
 
+// Report prints the dnn training's throughput and where its time went (nothing before a step).
+func (s *Status) Report(out io.Writer, m *dnn.Model) {
+	st := m.Stats()
+	steps, wall, read := s.throughput()
+	if steps == 0 || wall <= 0 {
+		return
+	}
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / wall.Seconds() }
+	other := wall - read - st.StepTime()
+	fmt.Fprintf(out, "throughput   %.0f examples/s: %d examples in %d steps, %.2f s; time split: read %.0f%%, input %.0f%%, lookup %.0f%%, layout %.0f%%, dense %.0f%%, apply %.0f%%, other %.0f%%\n",
+		float64(st.Examples)/wall.Seconds(), st.Examples, steps, wall.Seconds(),
+		pct(read), pct(st.Input), pct(st.Lookup), pct(st.Layout), pct(st.Dense), pct(st.Apply), pct(max(0, other)))
+	fmt.Fprintf(out, "ps lookups   %d calls, %d ids, mean %.2f ms, max %.2f ms; applies %d calls, mean %.2f ms\n",
+		st.Lookups, st.LookupIDs, float64(st.MeanLookupLatency())/1e6, float64(st.LookupMax)/1e6, st.Applies, meanMs(st.ApplyTime, st.Applies))
+}
+
+func meanMs(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(n) / 1e6
+}
+
 // phaseCollector reports the dnn model's Stats.
-type phaseCollector struct{ s *status }
+type phaseCollector struct{ s *Status }
 
 var (
 	descPhase = prometheus.NewDesc(namespace+"_step_phase_seconds_total",
@@ -177,65 +208,4 @@ func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPhase, prometheus.CounterValue, p.d.Seconds(), p.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descLookups, prometheus.CounterValue, float64(st.LookupIDs))
-}
-
-// progressHook prints a progress line every interval steps (step, examples/s, mean loss, and for
-// dnn the training AUC and the mean PS lookup latency of the interval) and keeps the gauges.
-type progressHook struct {
-	runhook.Base
-	s        *status
-	every    int64
-	w        *worker
-	out      io.Writer
-	last     time.Time
-	lastStat dnn.Stats
-	examples int64
-	lossSum  float64
-	batches  int64
-}
-
-func (s *status) progressHook(every int, w *worker, out io.Writer) *progressHook {
-	if every <= 0 {
-		every = estimator.DefaultLogStepCountSteps
-	}
-	return &progressHook{s: s, every: int64(every), w: w, out: out}
-}
-
-func (h *progressHook) AfterCreateSession(context.Context, *runhook.Session) error {
-	h.s.trainStarted()
-	h.last = time.Now()
-	if h.w != nil {
-		h.lastStat = h.w.model.Stats()
-	}
-	return nil
-}
-
-func (h *progressHook) AfterRunValues(_ context.Context, _ *runhook.RunContext, v estimator.RunValues) error {
-	h.s.stepped(v.GlobalStep, v.Output.Examples)
-	h.examples += int64(v.Output.Examples)
-	h.lossSum += v.Output.Loss
-	h.batches++
-	if v.GlobalStep%h.every != 0 {
-		return nil
-	}
-	now := time.Now()
-	rate := float64(h.examples) / now.Sub(h.last).Seconds()
-	loss := h.lossSum / float64(h.batches)
-	h.s.examplesPerSec.Set(rate)
-	h.s.loss.Set(loss)
-	line := fmt.Sprintf("  step %-6d %8.0f examples/s  loss %.4f", v.GlobalStep, rate, loss)
-	if h.w != nil {
-		st := h.w.model.Stats()
-		h.s.trainAUC.Set(st.AUC)
-		lookups := st.Lookups - h.lastStat.Lookups
-		mean := time.Duration(0)
-		if lookups > 0 {
-			mean = (st.LookupTime - h.lastStat.LookupTime) / time.Duration(lookups)
-		}
-		line += fmt.Sprintf("  train auc %.4f  ps lookup %.2f ms", st.AUC, float64(mean)/1e6)
-		h.lastStat = st
-	}
-	h.last, h.examples, h.lossSum, h.batches = now, 0, 0, 0
-	_, err := fmt.Fprintln(h.out, line)
-	return err
 }
