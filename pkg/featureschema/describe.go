@@ -13,7 +13,8 @@ const DescribeFile = "schema.yaml"
 // Describe parses and checks a schema file (named DescribeFile in errors) and prints its resolved
 // form, every default filled in (sources, separators, the label's rule, the dense row's layout,
 // the ids of string defaults), one line per item: what the trainer and the converter will do with
-// it. It is the func of the spec's golden cases.
+// it; a sparse feature's pooling and buckets that the schema leaves to the trainer read as the
+// trainer's flags (--pooling, --embedding_buckets). It is the func of the spec's golden cases.
 func Describe(input []byte) ([]byte, error) {
 	s, err := Parse(input, DescribeFile)
 	if err != nil {
@@ -43,18 +44,18 @@ func (s *Schema) Describe() ([]byte, error) {
 		}
 		parts = append(parts, def)
 		if f.IsSparse() {
-			pooling := "the trainer's --pooling"
+			pooling := "--pooling"
 			if f.Pooling != nil {
 				pooling = string(*f.Pooling)
 			}
-			buckets := "the trainer's --embedding_buckets"
+			buckets := "--embedding_buckets"
 			if f.Buckets != nil {
 				buckets = strconv.Itoa(*f.Buckets)
 				if *f.Buckets == 0 {
 					buckets += " (collisionless)"
 				}
 			}
-			parts = append(parts, "pooling "+pooling, "buckets "+buckets)
+			parts = append(parts, "pooling: "+pooling, "buckets: "+buckets)
 		}
 		fmt.Fprintf(&b, "features[%d] %q: %s\n", i, f.Name, strings.Join(parts, ", "))
 	}

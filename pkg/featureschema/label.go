@@ -20,7 +20,7 @@ func (l Label) Apply(v float64) (float32, error) {
 		pos := l.positive
 		if len(pos) != len(l.Positive) {
 			var err error
-			if pos, err = l.positiveValues(); err != nil {
+			if pos, _, err = l.positiveValues(); err != nil {
 				return 0, fmt.Errorf("label.positive: %w", err)
 			}
 		}
@@ -47,17 +47,18 @@ func (l Label) Rule() string {
 	return "value is 0 or 1"
 }
 
-// positiveValues parses the positive values as numbers.
-func (l Label) positiveValues() ([]float64, error) {
+// positiveValues parses the positive values as numbers; an error names the index of the first
+// that is not one.
+func (l Label) positiveValues() ([]float64, int, error) {
 	out := make([]float64, len(l.Positive))
 	for i, s := range l.Positive {
 		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || !finite(x) {
-			return nil, fmt.Errorf("%q is not a finite number", s)
+			return nil, i, fmt.Errorf("%q is not a finite number", s)
 		}
 		out[i] = x
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 func b2f(b bool) float32 {

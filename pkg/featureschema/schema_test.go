@@ -91,10 +91,10 @@ func TestParseErrors(t *testing.T) {
 	feat := func(s string) string { return label + "features:\n  - " + s + "\n" }
 	tests := []struct{ name, src, want string }{
 		{"empty file", "", `s.yaml: empty file`},
-		{"not a mapping", "[1]\n", `s.yaml:1:1: want a mapping (a Schema), got a list`},
+		{"not a mapping", "[1]\n", `s.yaml:1:1: want a mapping (record Schema), got a list`},
 		{"syntax", "label: [\n", `s.yaml:1: YAML syntax: did not find expected node content`},
 		{"two documents", label + "features: [{name: a, kind: dense, dim: 1}]\n---\nx: 1\n", `s.yaml:3:1: a second YAML document`},
-		{"alias", "label: &l {}\nfeatures: *l\n", `s.yaml:2:11: YAML alias *l`},
+		{"alias", "label: &l {}\nfeatures: *l\n", `s.yaml:2:11: features: YAML alias *l`},
 		{"unknown key suggested", feat("{name: a, kind: sparse_int, slto: 1}"), `s.yaml:3:33: features[0]: unknown key "slto" (did you mean "slot"?)`},
 		{"unknown key listed", feat("{name: a, kind: sparse_int, zzzzzz: 1}"), `unknown key "zzzzzz" (known: name, kind, slot, source, dim, optional, default, separator, pooling, buckets)`},
 		{"unknown top key", "lable: {}\n", `s.yaml:1:1: unknown key "lable" (did you mean "label"?)`},
@@ -124,7 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"dense default nan", feat("{name: a, kind: dense, dim: 1, optional: true, default: .nan}"), `".nan" is not a finite number (dense feature "a")`},
 		{"default not scalars", feat("{name: a, kind: dense, dim: 1, optional: true, default: {x: 1}}"), `features[0].default: want a scalar or a list of scalars, got a mapping`},
 		{"threshold and positive", "label: {threshold: 4, positive: [4, 5]}\nfeatures: [{name: a, kind: dense, dim: 1}]\n", `s.yaml:1:33: label: threshold (4) and positive (4, 5) are exclusive`},
-		{"positive not numbers", "label: {positive: [x]}\nfeatures: [{name: a, kind: dense, dim: 1}]\n", `label.positive: "x" is not a finite number`},
+		{"positive not numbers", "label: {positive: [x]}\nfeatures: [{name: a, kind: dense, dim: 1}]\n", `label.positive[0]: "x" is not a finite number`},
 		{"positive empty", "label: {positive: []}\nfeatures: [{name: a, kind: dense, dim: 1}]\n", `label.positive: empty`},
 		{"threshold nan", "label: {threshold: .nan}\nfeatures: [{name: a, kind: dense, dim: 1}]\n", `label.threshold: NaN is not a finite number`},
 		{"empty label source", "label: {source: ''}\nfeatures: [{name: a, kind: dense, dim: 1}]\n", `label.source: empty`},

@@ -40,7 +40,11 @@ func (s *Schema) Validate() error {
 			slots[*f.Slot] = i
 		}
 		if src := f.SourceName(); src == s.Label.SourceName() {
-			return v.errorf(at(f.At.Source, f.Pos), path, "feature %q reads %q, the label's column: a feature must not hold the label", f.Name, src)
+			p := path
+			if f.Source != nil {
+				p += ".source"
+			}
+			return v.errorf(at(f.At.Source, f.Pos), p, "feature %q reads %q, the label's column: a feature must not hold the label", f.Name, src)
 		}
 	}
 	return nil
@@ -85,9 +89,9 @@ func (v validator) label(l *Label) error {
 		if len(l.Positive) == 0 {
 			return v.errorf(l.At.Positive, "label.positive", "empty: no value would be 1 (give the values that are)")
 		}
-		pos, err := l.positiveValues()
+		pos, bad, err := l.positiveValues()
 		if err != nil {
-			return v.errorf(l.At.Positive, "label.positive", "%v", err)
+			return v.errorf(l.At.Positive, fmt.Sprintf("label.positive[%d]", bad), "%v", err)
 		}
 		l.positive = pos
 	}

@@ -152,7 +152,7 @@ func renderRecord(b *bytes.Buffer, f *spec.Format, r *spec.Record) error {
 	}
 
 	fmt.Fprintf(b, "func (d *formatDecoder) decode%s(n *yaml.Node, path string, out *%s) error {\n", r.Name, r.Name)
-	fmt.Fprintf(b, "\tif err := d.mapping(n, path, %q); err != nil {\n\t\treturn err\n\t}\n\tout.Pos = formatPos(n)\n", "a "+r.Name)
+	fmt.Fprintf(b, "\tif err := d.mapping(n, path, %q); err != nil {\n\t\treturn err\n\t}\n\tout.Pos = formatPos(n)\n", "record "+r.Name)
 	for i := range r.Fields {
 		fd := &r.Fields[i]
 		if fd.Default == nil {

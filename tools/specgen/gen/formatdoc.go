@@ -21,11 +21,12 @@ func renderFormatDoc(s *spec.Spec, dir string) []byte {
 		if f.Doc != "" {
 			b.WriteString(strings.TrimSpace(f.Doc) + "\n\n")
 		}
-		fmt.Fprintf(&b, "A file is one YAML document: a `%s` mapping. Generated from `specs/%s`; `Decode%s` in `%s`\n", root.Name, s.Path, root.Name, dir)
-		fmt.Fprintf(&b, "reads it strictly (and `%s` gives it its meaning): an unknown key (with the nearest known\n", s.GoPackage)
-		b.WriteString("one), a duplicate key, a value of the wrong type, a value not listed, a missing required key, a\n")
-		b.WriteString("number or a list length out of its bounds, or a YAML alias is an error `file:line:col: path: message`,\n")
-		b.WriteString("where path names the value (`features[2].kind`).\n")
+		fmt.Fprintf(&b, "A file is one YAML document: a `%s` mapping. `Decode%s` (generated from `specs/%s` into `%s`) reads it strictly, and `%s` gives it its meaning. ",
+			root.Name, root.Name, s.Path, dir, s.GoPackage)
+		b.WriteString("An unknown key (with the nearest known one), a duplicate key, a value of the wrong type, a value not listed, a missing required key, a number or a list length out of its bounds, or a YAML alias is an error `file:line:col: path: message`, where path names the value (`features[2].kind`).\n")
+		if ex := strings.TrimSpace(f.Example); ex != "" {
+			b.WriteString("\n```yaml\n" + ex + "\n```\n")
+		}
 		for j := range f.Records {
 			r := &f.Records[j]
 			fmt.Fprintf(&b, "\n## `%s`\n\n", r.Name)
@@ -100,6 +101,9 @@ func docBounds(fd *spec.FormatField) string {
 	unit := ""
 	if fd.IsList() {
 		unit = " items"
+		if c.Max == nil && *c.Min == 1 || c.Min == nil && *c.Max == 1 {
+			unit = " item"
+		}
 	}
 	switch {
 	case c.Min != nil && c.Max != nil:

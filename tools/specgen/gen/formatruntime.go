@@ -72,7 +72,7 @@ func (d *formatDecoder) document(data []byte, what string) (root *yaml.Node, err
 	} else if !errors.Is(err, io.EOF) {
 		return nil, d.syntax(err)
 	}
-	if err := d.noAliases(doc.Content[0]); err != nil {
+	if err := d.noAliases(doc.Content[0], ""); err != nil {
 		return nil, err
 	}
 	return doc.Content[0], nil
@@ -92,12 +92,19 @@ func (d *formatDecoder) syntax(err error) error {
 	return &Error{File: d.file, Pos: Pos{Line: line}, Msg: "YAML syntax: " + msg}
 }
 
-func (d *formatDecoder) noAliases(n *yaml.Node) error {
+func (d *formatDecoder) noAliases(n *yaml.Node, path string) error {
 	if n.Kind == yaml.AliasNode {
-		return d.errorf(n, "", "YAML alias *%s: aliases are not supported (write the value out)", n.Value)
+		return d.errorf(n, path, "YAML alias *%s: aliases are not supported (write the value out)", n.Value)
 	}
-	for _, c := range n.Content {
-		if err := d.noAliases(c); err != nil {
+	for i, c := range n.Content {
+		p := path
+		switch {
+		case n.Kind == yaml.SequenceNode:
+			p = formatItem(path, i)
+		case n.Kind == yaml.MappingNode && i%2 == 1:
+			p = formatJoin(path, n.Content[i-1].Value)
+		}
+		if err := d.noAliases(c, p); err != nil {
 			return err
 		}
 	}

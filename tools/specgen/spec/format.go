@@ -16,6 +16,8 @@ type Format struct {
 	// Name is the format's name in snake_case (feature_schema); docs and errors use it.
 	Name string `yaml:"name" required:"true"`
 	Doc  string `yaml:"doc"`
+	// Example is a whole file of the format, shown in its reference (format.md).
+	Example string `yaml:"example"`
 	// Root is the record a whole file is; Decode<Root> is generated for it.
 	Root    string   `yaml:"root" required:"true"`
 	Records []Record `yaml:"records" required:"true"`

@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// DecodeSchema decodes a feature_schema file (A feature schema describes training data once: which column (CSV) or feature (tf.train.Example) holds the label and how it becomes 0 or 1, and which hold the model's features: sparse ids (integers, or strings hashed to ids), each in its own fid slot, and dense floats. `cmd/train --schema=FILE` and `cmd/convert` read it; `pkg/featureschema` checks what the decoder cannot (unique names and slots, defaults of the feature's kind, ...)), named file in
+// DecodeSchema decodes a feature_schema file (A feature schema describes training data once: which column (CSV) or feature (tf.train.Example) holds the label and how it becomes 0 or 1, and which hold the model's features: sparse ids (integers, or strings hashed to ids), each in its own fid slot, and dense floats. `cmd/train --schema=FILE` and `cmd/convert` read it. Beyond each key's type, `pkg/featureschema` checks the schema as a whole: feature names are unique and not empty; sparse features have a slot, unique among them, and no dim (or 0); dense features have a dim > 0 and no slot, pooling or buckets; a default is given exactly when optional is true and reads as the feature's kind (sparse_int: integers; dense: dim numbers, or one repeated; only a sparse default may be the empty list); threshold and positive are exclusive, positive holds finite numbers and threshold is finite; no feature reads the label's column; a source, label source or separator given is not empty. Its errors read like the decoder's), named file in
 // errors, strictly: an unknown key (with the nearest known one), a duplicate key, a value of the
 // wrong type, an enum value not listed, a missing required key or a value out of its range is an
 // *Error "file:line:col: path: message". Absent keys take their defaults (format.md).
@@ -53,7 +53,7 @@ type SchemaAt struct {
 var formatKeysSchema = []string{"label", "features"}
 
 func (d *formatDecoder) decodeSchema(n *yaml.Node, path string, out *Schema) error {
-	if err := d.mapping(n, path, "a Schema"); err != nil {
+	if err := d.mapping(n, path, "record Schema"); err != nil {
 		return err
 	}
 	out.Pos = formatPos(n)
@@ -123,7 +123,7 @@ type LabelAt struct {
 var formatKeysLabel = []string{"source", "threshold", "positive"}
 
 func (d *formatDecoder) decodeLabel(n *yaml.Node, path string, out *Label) error {
-	if err := d.mapping(n, path, "a Label"); err != nil {
+	if err := d.mapping(n, path, "record Label"); err != nil {
 		return err
 	}
 	out.Pos = formatPos(n)
@@ -239,7 +239,7 @@ var formatValuesFeatureKind = []string{"sparse_int", "sparse_string", "dense"}
 var formatValuesFeaturePooling = []string{"sum", "mean"}
 
 func (d *formatDecoder) decodeFeature(n *yaml.Node, path string, out *Feature) error {
-	if err := d.mapping(n, path, "a Feature"); err != nil {
+	if err := d.mapping(n, path, "record Feature"); err != nil {
 		return err
 	}
 	out.Pos = formatPos(n)
@@ -414,7 +414,7 @@ func (d *formatDecoder) document(data []byte, what string) (root *yaml.Node, err
 	} else if !errors.Is(err, io.EOF) {
 		return nil, d.syntax(err)
 	}
-	if err := d.noAliases(doc.Content[0]); err != nil {
+	if err := d.noAliases(doc.Content[0], ""); err != nil {
 		return nil, err
 	}
 	return doc.Content[0], nil
@@ -434,12 +434,19 @@ func (d *formatDecoder) syntax(err error) error {
 	return &Error{File: d.file, Pos: Pos{Line: line}, Msg: "YAML syntax: " + msg}
 }
 
-func (d *formatDecoder) noAliases(n *yaml.Node) error {
+func (d *formatDecoder) noAliases(n *yaml.Node, path string) error {
 	if n.Kind == yaml.AliasNode {
-		return d.errorf(n, "", "YAML alias *%s: aliases are not supported (write the value out)", n.Value)
+		return d.errorf(n, path, "YAML alias *%s: aliases are not supported (write the value out)", n.Value)
 	}
-	for _, c := range n.Content {
-		if err := d.noAliases(c); err != nil {
+	for i, c := range n.Content {
+		p := path
+		switch {
+		case n.Kind == yaml.SequenceNode:
+			p = formatItem(path, i)
+		case n.Kind == yaml.MappingNode && i%2 == 1:
+			p = formatJoin(path, n.Content[i-1].Value)
+		}
+		if err := d.noAliases(c, p); err != nil {
 			return err
 		}
 	}

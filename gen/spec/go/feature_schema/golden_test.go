@@ -15,7 +15,35 @@ import (
 // TestGoldenDescribe runs impl.Describe on parity/goldens/go/feature_schema/describe/*.input.
 func TestGoldenDescribe(t *testing.T) {
 	runGolden(t, "parity/goldens/go/feature_schema/describe", impl.Describe, []string{
+		"bad_alias",
+		"bad_default_not_int",
+		"bad_default_without_optional",
+		"bad_dense_default_length",
+		"bad_dense_without_dim",
+		"bad_dim_on_sparse",
+		"bad_duplicate_key",
+		"bad_duplicate_name",
+		"bad_duplicate_slot",
+		"bad_empty_features",
+		"bad_empty_file",
+		"bad_feature_not_mapping",
+		"bad_feature_reads_label",
+		"bad_kind",
+		"bad_label_missing",
+		"bad_optional_without_default",
+		"bad_pooling_value",
+		"bad_positive_not_number",
+		"bad_slot_on_dense",
+		"bad_slot_range",
+		"bad_threshold_and_positive",
+		"bad_unknown_key",
+		"bad_unknown_top_key",
+		"bad_wrong_type",
+		"bad_yaml_syntax",
 		"good_all_kinds",
+		"good_monolith_flags_shape",
+		"good_optional_defaults",
+		"good_positive",
 	})
 }
 
