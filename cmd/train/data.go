@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/dataset"
+	"github.com/monolith-go/monolith/pkg/featureschema"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
@@ -19,15 +21,66 @@ import (
 // input is what the run trains and evaluates on: the job's sources of the input files.
 type input struct {
 	train, eval job.Files
-	schema      batch.Schema
+	// features is the feature schema the records are read with; schema is the model's view of
+	// it.
+	features *featureschema.Schema
+	schema   batch.Schema
 	// best is the generator's best AUC on eval (the demo only).
 	best *job.Best
 }
 
-// files are the job's sources of the training and evaluation files.
-func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Options, schema batch.Schema) (job.Files, job.Files) {
-	return job.Files{Name: "--train_data", Paths: train, Epochs: f.Epochs, BatchSize: f.BatchSize, Schema: schema, Options: opts},
-		job.Files{Name: "--eval_data", Paths: eval, Epochs: 1, BatchSize: f.BatchSize, Schema: schema, Options: opts}
+// files are the job's sources of the training and evaluation files, their records read as the
+// feature schema fs says (format: --input_format). loose is the shorthand flags' (and the
+// demo's) reading of Monolith Examples: the fids are taken with the slots they carry and an
+// example may lack a sparse feature.
+func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Options, fs *featureschema.Schema, loose bool) (input, error) {
+	format, err := batch.ParseFormat(f.InputFormat)
+	if err != nil {
+		return input{}, cli.Usage(fmt.Errorf("--input_format: %w", err))
+	}
+	in, err := fs.Inputs(format)
+	if err != nil {
+		return input{}, cli.Usage(err)
+	}
+	if loose {
+		for i := range in.Sparse {
+			in.Sparse[i].Optional = true
+			if format == batch.Monolith {
+				in.Sparse[i].Slot = batch.AnySlot
+			}
+		}
+	}
+	tr := job.Files{Name: "--train_data", Paths: train, Epochs: f.Epochs, BatchSize: f.BatchSize, Inputs: &in, Options: opts,
+		ShuffleBuffer: f.ShuffleBuffer, Seed: uint64(f.Seed)}
+	ev := job.Files{Name: "--eval_data", Paths: eval, Epochs: 1, BatchSize: f.BatchSize, Inputs: &in, Options: opts}
+	return input{train: tr, eval: ev, features: fs, schema: fs.BatchSchema()}, nil
+}
+
+// checkRecords reads the first records of the training and evaluation files (every file's first,
+// and the first checkRecordsOf of each input) before the model dir is touched: unreadable or
+// empty input, records that do not fit the schema, and features the records never have fail the
+// run before anything is written.
+func (in input) check(ctx context.Context) error {
+	for _, f := range []job.Files{in.train, in.eval} {
+		if err := f.Check(ctx, checkRecordsOf, featureschema.Suggest); err != nil {
+			return cli.Usage(fmt.Errorf("%s: %w", f.Name, err))
+		}
+	}
+	return nil
+}
+
+// checkRecordsOf is how many records of each input check reads at most.
+const checkRecordsOf = 1000
+
+// dnnSparse are the dnn's settings of the schema's sparse features: their slots, and their
+// pooling and buckets (the schema's, else --pooling and --embedding_buckets).
+func dnnSparse(f cputrainingspec.TrainFlags, fs *featureschema.Schema) []job.SparseFeature {
+	var out []job.SparseFeature
+	for _, sf := range fs.Sparse() {
+		out = append(out, job.SparseFeature{Slot: sf.FidSlot(), Pooling: string(sf.PoolingOr(featureschema.Pooling(f.Pooling))),
+			Buckets: uint64(sf.BucketsOr(f.EmbeddingBuckets))})
+	}
+	return out
 }
 
 // modelWords describes a model in the output.
@@ -84,15 +137,32 @@ func demoData(ctx context.Context, dir string, f cputrainingspec.TrainFlags, wor
 	}
 	fmt.Fprintf(stdout, "  eval data    %d examples in %s (another stream of the same ground truth: %d dense values, %d slots of %d ids%s, seed %d)\n",
 		nEval, filepath.Join(dir, "eval-*.tfrecord"), cfg.NumDense, cfg.NumSlots, cfg.Vocab, latent, cfg.Seed)
-	in := input{schema: g.Schema(), best: &job.Best{AUC: auc, Loss: loss}}
-	in.train, in.eval = files(f, train, eval, opts, in.schema)
+	fs, err := schemaOf(g.Schema())
+	if err != nil {
+		return input{}, err
+	}
+	in, err := files(f, train, eval, opts, fs, true)
+	if err != nil {
+		return input{}, err
+	}
+	in.best = &job.Best{AUC: auc, Loss: loss}
 	return in, nil
 }
 
-// fileData matches the input patterns; patterns that match nothing, or are malformed, are usage
-// errors.
+// schemaOf is the feature schema of a generator's examples, as the shorthand flags would give
+// it.
+func schemaOf(s batch.Schema) (*featureschema.Schema, error) {
+	var dense []string
+	for _, d := range s.Dense {
+		dense = append(dense, fmt.Sprintf("%s:%d", d.Name, d.Dim))
+	}
+	return featureschema.FromFlags(strings.Join(dense, ","), strings.Join(s.Sparse, ","))
+}
+
+// fileData matches the input patterns and reads the feature schema; patterns that match nothing,
+// or are malformed, and a bad schema are usage errors.
 func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Writer) (input, error) {
-	schema, err := parseSchema(f.DenseFeatures, f.SparseFeatures, f.Model)
+	fs, loose, err := featuresOf(f)
 	if err != nil {
 		return input{}, cli.Usage(err)
 	}
@@ -104,73 +174,46 @@ func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Wri
 	if err != nil {
 		return input{}, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
 	}
-	fmt.Fprintf(stdout, "Monolith train: %s on TFRecord files of Monolith Examples.\n", modelWords(f.Model))
+	in, err := files(f, train, eval, dataset.Options{Compression: c}, fs, loose)
+	if err != nil {
+		return input{}, err
+	}
+	kind := "Monolith Examples"
+	if f.InputFormat == string(batch.TFExample) {
+		kind = "tf.train.Examples"
+	}
+	fmt.Fprintf(stdout, "Monolith train: %s on TFRecord files of %s.\n", modelWords(f.Model), kind)
 	fmt.Fprintf(stdout, "  train data   %d files (%s), %d epochs in batches of %d\n", len(train), f.TrainData, f.Epochs, f.BatchSize)
 	fmt.Fprintf(stdout, "  eval data    %d files (%s)\n", len(eval), f.EvalData)
-	in := input{schema: schema}
-	in.train, in.eval = files(f, train, eval, dataset.Options{Compression: c}, schema)
+	fmt.Fprintf(stdout, "  features     label <- %s (%s); %s\n", fs.Label.SourceName(), fs.Label.Rule(), in.train.Inputs.Describe())
 	return in, nil
 }
 
-// parseSchema reads --dense_features (name:dim, ...) and --sparse_features (name or name:slot,
-// ...); an empty flag takes the demo generator's features of model. The slots are read by
-// sparseSlots.
-func parseSchema(dense, sparse, model string) (batch.Schema, error) {
-	g, err := synth.New(demoConfig(0, model))
+// featuresOf is the run's feature schema: --schema's file, else the shorthand flags
+// (--dense_features, --sparse_features: loose, see files), else the demo generator's features of
+// the model.
+func featuresOf(f cputrainingspec.TrainFlags) (fs *featureschema.Schema, loose bool, err error) {
+	shorthand := strings.TrimSpace(f.DenseFeatures) != "" || strings.TrimSpace(f.SparseFeatures) != ""
+	switch {
+	case f.Schema != "" && shorthand:
+		return nil, false, errors.New("--schema names the features: give it or --dense_features/--sparse_features, not both")
+	case f.Schema != "":
+		fs, err := featureschema.Load(f.Schema)
+		if err != nil {
+			return nil, false, fmt.Errorf("--schema: %w", err)
+		}
+		return fs, false, nil
+	case shorthand:
+		fs, err := featureschema.FromFlags(f.DenseFeatures, f.SparseFeatures)
+		return fs, true, err
+	}
+	g, err := synth.New(demoConfig(0, f.Model))
 	if err != nil {
-		return batch.Schema{}, err
+		return nil, false, err
 	}
-	s := g.Schema()
-	if strings.TrimSpace(dense) != "" {
-		s.Dense = nil
-		for _, item := range strings.Split(dense, ",") {
-			name, dim, ok := strings.Cut(strings.TrimSpace(item), ":")
-			n, err := strconv.Atoi(dim)
-			if !ok || name == "" || err != nil || n <= 0 {
-				return batch.Schema{}, fmt.Errorf("--dense_features %q: want name:dim items (dim > 0), got %q", dense, item)
-			}
-			s.Dense = append(s.Dense, batch.DenseFeature{Name: name, Dim: n})
-		}
-	}
-	if strings.TrimSpace(sparse) != "" {
-		s.Sparse = nil
-		for _, item := range strings.Split(sparse, ",") {
-			name, _, _ := strings.Cut(strings.TrimSpace(item), ":")
-			if name == "" {
-				return batch.Schema{}, fmt.Errorf("--sparse_features %q: empty feature name", sparse)
-			}
-			s.Sparse = append(s.Sparse, name)
-		}
-	}
-	return s, nil
+	fs, err = schemaOf(g.Schema())
+	return fs, true, err
 }
-
-// sparseSlots are the fid slots of --sparse_features (empty: the demo's slot_<n>, slot n): an
-// item's slot is given as name:slot, or by a name slot_<n>.
-func sparseSlots(sparse string, schema batch.Schema) ([]int, error) {
-	items := schema.Sparse
-	if strings.TrimSpace(sparse) != "" {
-		items = strings.Split(sparse, ",")
-	}
-	slots := make([]int, 0, len(items))
-	for _, item := range items {
-		name, slot, given := strings.Cut(strings.TrimSpace(item), ":")
-		if !given {
-			if slot, given = strings.CutPrefix(name, "slot_"); !given {
-				return nil, fmt.Errorf("--sparse_features: feature %q: dnn needs its fid slot (give %s:<slot>)", name, name)
-			}
-		}
-		n, err := strconv.Atoi(slot)
-		if err != nil || n < 0 || n > maxFidSlot {
-			return nil, fmt.Errorf("--sparse_features: feature %q: slot %q is not a fid slot (0 to %d)", name, slot, maxFidSlot)
-		}
-		slots = append(slots, n)
-	}
-	return slots, nil
-}
-
-// maxFidSlot is the largest v2 fid slot (15 bits).
-const maxFidSlot = 1<<15 - 1
 
 // parseHidden reads --hidden: widths, a comma list ("" for none).
 func parseHidden(s string) ([]int, error) {

@@ -62,6 +62,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainenv"
+	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
 )
 
@@ -150,12 +151,6 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--compression: %w", err))
 	}
-	// The directories given are checked before the demo's data is generated.
-	if rc.ModelDir != "" {
-		if err := checkWritable(rc.ModelDir); err != nil {
-			return cli.Usage(fmt.Errorf("--model_dir %s is not writable: %w", rc.ModelDir, err))
-		}
-	}
 	if rc.RestoreDir != nil && *rc.RestoreDir != "" {
 		if st, err := os.Stat(*rc.RestoreDir); err != nil || !st.IsDir() {
 			return cli.Usage(fmt.Errorf("--restore_dir %s is not a directory", *rc.RestoreDir))
@@ -163,6 +158,21 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 	}
 
 	var in input
+	if f.TrainData != "" {
+		// Files are checked before anything is written into the model dir.
+		if in, err = fileData(f, compression, stdout); err != nil {
+			return err
+		}
+		if err := in.check(ctx); err != nil {
+			return err
+		}
+	}
+	// The model dir is checked before the demo's data is generated.
+	if rc.ModelDir != "" {
+		if err := checkWritable(rc.ModelDir); err != nil {
+			return cli.Usage(fmt.Errorf("--model_dir %s is not writable: %w", rc.ModelDir, err))
+		}
+	}
 	if f.TrainData == "" {
 		dir, err := os.MkdirTemp("", "monolith-train-data-")
 		if err != nil {
@@ -172,15 +182,9 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 		if in, err = demoData(ctx, dir, f, rc.NumWorkers, compression, stdout); err != nil {
 			return err
 		}
-	} else if in, err = fileData(f, compression, stdout); err != nil {
-		return err
 	}
 	cfg.Train, cfg.Eval, cfg.Schema, cfg.Best = in.train, in.eval, in.schema, in.best
-	if f.Model == job.ModelDNN {
-		if cfg.DNN.Slots, err = sparseSlots(f.SparseFeatures, in.schema); err != nil {
-			return cli.Usage(err)
-		}
-	}
+	cfg.DNN.Sparse = dnnSparse(f, in.features)
 
 	if rc.ModelDir == "" {
 		if rc.NumWorkers > 1 {
@@ -209,7 +213,7 @@ func jobConfig(c cmdFlags, rc *runconfig.RunnerConfig, d deps) job.Config {
 	hidden, _ := parseHidden(f.Hidden) // checkFlags checked it
 	return job.Config{
 		Run: rc, Role: f.Role, Model: f.Model,
-		Steps: f.Steps, MaxSteps: f.MaxSteps, EvalSteps: f.EvalSteps,
+		Steps: f.Steps, MaxSteps: f.MaxSteps, EvalSteps: f.EvalSteps, Seed: uint64(f.Seed), EvalEverySteps: f.EvalEverySteps,
 		DNN: job.DNNConfig{EmbeddingDim: f.EmbeddingDim, EmbeddingLearningRate: f.EmbeddingLearningRate, Hidden: hidden,
 			DenseOptimizer: f.DenseOptimizer, DenseLearningRate: f.DenseLearningRate, LocalPS: f.LocalPS, PSTimeout: f.PSTimeout},
 		Logreg:         job.LogregConfig{Optimizer: f.Optimizer, LearningRate: f.LearningRate, HashBuckets: f.HashBuckets},
@@ -235,6 +239,12 @@ func checkFlags(f cputrainingspec.TrainFlags) error {
 		return fmt.Errorf("--demo_examples %d: want at least 4 (a quarter of them is the evaluation set)", f.DemoExamples)
 	case f.DemoSeed < 0:
 		return fmt.Errorf("--demo_seed %d is negative", f.DemoSeed)
+	case f.Seed < 0:
+		return fmt.Errorf("--seed %d is negative", f.Seed)
+	case f.ShuffleBuffer < 0:
+		return fmt.Errorf("--shuffle_buffer %d is negative", f.ShuffleBuffer)
+	case f.EmbeddingBuckets < 0 || f.EmbeddingBuckets > hashbucket.MaxBuckets:
+		return fmt.Errorf("--embedding_buckets %d: want 0 (collisionless) to %d", f.EmbeddingBuckets, hashbucket.MaxBuckets)
 	}
 	if _, err := parseHidden(f.Hidden); err != nil {
 		return err
@@ -250,6 +260,12 @@ func runConfig(flags *runconfig.RunnerFlags, discoveryGiven bool, d deps) (*runc
 	values := map[string]any{}
 	if !discoveryGiven {
 		values["is_local"] = true
+	}
+	if n := flags.SaveCheckpointsSteps; n != nil && *n <= 0 {
+		return nil, fmt.Errorf("--save_checkpoints_steps %d: want a positive number of steps (or --save_checkpoints_secs)", *n)
+	}
+	if n := flags.SaveCheckpointsSecs; n != nil && *n <= 0 {
+		return nil, fmt.Errorf("--save_checkpoints_secs %d: want a positive number of seconds (or --save_checkpoints_steps)", *n)
 	}
 	if flags.SaveCheckpointsSteps == nil && flags.SaveCheckpointsSecs == nil {
 		values["save_checkpoints_steps"] = defaultSaveCheckpointsSteps

@@ -373,6 +373,15 @@ func (e *Estimator[B]) Evaluate(ctx context.Context, input InputFn[B], steps int
 	return e.evaluate(ctx, input, steps, hooks)
 }
 
+// EvaluateNow evaluates the model's current variables on input, restoring nothing: an evaluation
+// in the middle of training (a hook's, between two steps), of what the training has reached.
+func (e *Estimator[B]) EvaluateNow(ctx context.Context, input InputFn[B], steps int64, hooks ...runhook.Hook) (EvalResult, error) {
+	if steps < 0 {
+		return EvalResult{}, errkind.New(errkind.Value, "Must specify steps > 0, given: %d", steps)
+	}
+	return e.evaluate(ctx, input, steps, hooks)
+}
+
 func (e *Estimator[B]) evaluate(ctx context.Context, input InputFn[B], steps int64, hooks []runhook.Hook) (EvalResult, error) {
 	spec, err := e.model.Spec(ctx, ModeEval)
 	if err != nil {

@@ -49,6 +49,8 @@ type Batch struct {
 	// EndsEpoch is, on a Stream's batch whose examples finish an epoch, that epoch (from 1);
 	// else 0.
 	EndsEpoch int
+	// Epoch is, on a Stream's batch, the epoch (from 1) of its last example.
+	Epoch int
 }
 
 // Size is the number of examples.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -56,13 +57,17 @@ func FIDV1ToV2(fid uint64) uint64 { return FID(int(fid>>fidV1SlotShift), fid) }
 // SlotOfFID is a v2 fid's slot.
 func SlotOfFID(fid uint64) int { return int(fid >> fidV2SlotShift) }
 
+// AnySlot is a SparseInput's Slot for fids taken with the slot they carry.
+const AnySlot = -1
+
 // SparseInput is how a sparse feature is read from a record.
 type SparseInput struct {
 	// Name names the feature in errors.
 	Name string
 	// Source is the record's feature holding it.
 	Source string
-	// Slot is the v2 fid slot its ids are given.
+	// Slot is the v2 fid slot its ids are given; AnySlot takes a Monolith Example's fids as
+	// they are, whatever their slot (the fids carry it; cmd/train's --sparse_features).
 	Slot int
 	// Hash turns bytes_list values into ids (a sparse_string feature); nil: the feature holds
 	// integer ids, and a bytes_list is an error.
@@ -100,6 +105,9 @@ type Inputs struct {
 	Label  LabelInput
 	Sparse []SparseInput
 	Dense  []DenseInput
+	// Suggest, if set, finds the name nearest to a missing feature's among a record's, for the
+	// error's did-you-mean ("" when none is near).
+	Suggest func(name string, candidates []string) string
 }
 
 // Decoder appends records to batches as Inputs say. Every value is checked: a missing required
@@ -147,7 +155,10 @@ func NewDecoder(in Inputs) (*Decoder, error) {
 		}
 	}
 	for i, s := range in.Sparse {
-		if s.Slot < 0 || s.Slot > MaxSlot {
+		if s.Slot == AnySlot && in.Format != Monolith {
+			return nil, errkind.New(errkind.Value, "batch: feature %q: only Monolith Examples' fids carry their slot; give it one", s.Name)
+		}
+		if (s.Slot < 0 && s.Slot != AnySlot) || s.Slot > MaxSlot {
 			return nil, errkind.New(errkind.Value, "batch: feature %q: slot %d is not a v2 fid slot (0 to %d)", s.Name, s.Slot, MaxSlot)
 		}
 		if err := add(s.Source, i); err != nil {
@@ -289,7 +300,7 @@ func (d *Decoder) appendMonolith(b *Batch, rec []byte) error {
 		f := feats[i]
 		if f == nil {
 			if !s.Optional {
-				return bad("feature %q (source %q) is missing", s.Name, s.Source)
+				return d.missing(s.Name, s.Source, rec)
 			}
 			fids = append(fids, s.Default...)
 			continue
@@ -297,7 +308,7 @@ func (d *Decoder) appendMonolith(b *Batch, rec []byte) error {
 		switch {
 		case f.GetFidV2List() != nil:
 			for _, fid := range f.GetFidV2List().GetValue() {
-				if got := SlotOfFID(fid); got != s.Slot {
+				if got := SlotOfFID(fid); got != s.Slot && s.Slot != AnySlot {
 					return bad("feature %q: fid_v2 %d has slot %d, the schema gives the feature slot %d", s.Name, fid, got, s.Slot)
 				}
 				fids = append(fids, fid)
@@ -305,11 +316,13 @@ func (d *Decoder) appendMonolith(b *Batch, rec []byte) error {
 		case f.GetFidV1List() != nil:
 			for _, v1 := range f.GetFidV1List().GetValue() {
 				fid := FIDV1ToV2(v1)
-				if got := SlotOfFID(fid); got != s.Slot {
+				if got := SlotOfFID(fid); got != s.Slot && s.Slot != AnySlot {
 					return bad("feature %q: fid_v1 %d has slot %d, the schema gives the feature slot %d", s.Name, v1, got, s.Slot)
 				}
 				fids = append(fids, fid)
 			}
+		case s.Slot == AnySlot:
+			return bad("feature %q holds %s: without a slot in the schema only fid_v2_list and fid_v1_list are ids", s.Name, kindOf(f))
 		case f.GetInt64List() != nil:
 			for _, id := range f.GetInt64List().GetValue() {
 				fids = append(fids, FID(s.Slot, uint64(id)))
@@ -330,7 +343,7 @@ func (d *Decoder) appendMonolith(b *Batch, rec []byte) error {
 		var vals []float32
 		switch {
 		case f == nil && !df.Optional:
-			return bad("feature %q (source %q) is missing", df.Name, df.Source)
+			return d.missing(df.Name, df.Source, rec)
 		case f == nil:
 			vals = df.Default
 		case f.GetFloatList() != nil:
@@ -349,6 +362,55 @@ func (d *Decoder) appendMonolith(b *Batch, rec []byte) error {
 	b.Labels = append(b.Labels, label)
 	b.Fids = append(b.Fids, fids)
 	return nil
+}
+
+// missing is the error of a record without the feature name reads from source: with the record's
+// features, and the nearest of them when Inputs.Suggest finds one.
+func (d *Decoder) missing(name, source string, rec []byte) error {
+	var names []string
+	if d.in.Format == TFExample {
+		forEachField(rec, func(num protowire.Number, typ protowire.Type, v []byte) error {
+			if num != tfExampleFeatures || typ != protowire.BytesType {
+				return nil
+			}
+			return forEachField(v, func(num protowire.Number, typ protowire.Type, entry []byte) error {
+				return forEachField(entry, func(num protowire.Number, typ protowire.Type, v []byte) error {
+					if num == tfEntryKey && typ == protowire.BytesType {
+						names = append(names, string(v))
+					}
+					return nil
+				})
+			})
+		})
+	} else {
+		for _, nf := range d.ex.GetNamedFeature() {
+			names = append(names, nf.GetName())
+		}
+	}
+	slices.Sort(names)
+	what := fmt.Sprintf("feature %q (source %q)", name, source)
+	if name == "label" {
+		what = fmt.Sprintf("the label feature %q", source)
+	}
+	msg := fmt.Sprintf("%s is missing; the record has %s", what, wordList(names))
+	if d.in.Suggest != nil {
+		if near := d.in.Suggest(source, names); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+	}
+	return bad("%s", msg)
+}
+
+// wordList lists names for a message, the first few of many.
+func wordList(names []string) string {
+	const most = 8
+	switch {
+	case len(names) == 0:
+		return "no features"
+	case len(names) > most:
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(", ... (%d features)", len(names))
+	}
+	return strings.Join(names, ", ")
 }
 
 // maxNames bounds the record feature names kept for did-you-means.
@@ -454,7 +516,7 @@ func (d *Decoder) appendTF(b *Batch, rec []byte) error {
 		return bad("%v: %v", errTFWire, err)
 	}
 	if !labelSeen {
-		return bad("the label feature %q is missing", d.in.Label.Source)
+		return d.missing("label", d.in.Label.Source, rec)
 	}
 	lk, lv, err := tfList(labelRaw)
 	if err != nil {
@@ -489,7 +551,7 @@ func (d *Decoder) appendTF(b *Batch, rec []byte) error {
 	for i, s := range d.in.Sparse {
 		if !d.present[i] {
 			if !s.Optional {
-				return bad("feature %q (source %q) is missing", s.Name, s.Source)
+				return d.missing(s.Name, s.Source, rec)
 			}
 			fids = append(fids, s.Default...)
 			continue
@@ -528,7 +590,7 @@ func (d *Decoder) appendTF(b *Batch, rec []byte) error {
 		i := len(d.in.Sparse) + j
 		if !d.present[i] {
 			if !df.Optional {
-				return bad("feature %q (source %q) is missing", df.Name, df.Source)
+				return d.missing(df.Name, df.Source, rec)
 			}
 			if err := appendDense(b, df, df.Default); err != nil {
 				return err
@@ -695,6 +757,20 @@ func forEachListValue(list []byte, scalar protowire.Type, f func(v []byte) error
 		list = list[n:]
 	}
 	return nil
+}
+
+// SchemaInputs are the inputs of a Schema's Monolith Examples as Schema.Append reads them: the
+// label 0 or 1, every dense feature required, the sparse features' fids taken with their own
+// slots, a missing sparse feature no ids.
+func SchemaInputs(s Schema) Inputs {
+	in := Inputs{Format: Monolith}
+	for _, name := range s.Sparse {
+		in.Sparse = append(in.Sparse, SparseInput{Name: name, Source: name, Slot: AnySlot, Optional: true})
+	}
+	for _, d := range s.Dense {
+		in.Dense = append(in.Dense, DenseInput{Name: d.Name, Source: d.Name, Dim: d.Dim})
+	}
+	return in
 }
 
 // Describe words inputs for a progress line: "label <- rating, 2 sparse (user_id slot 1, ...)".

@@ -320,3 +320,33 @@ func TestNewDecoderErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeMissingSuggests: a missing required feature's error lists the record's features and
+// the nearest one.
+func TestDecodeMissingSuggests(t *testing.T) {
+	for _, f := range []Format{TFExample, Monolith} {
+		in := testInputs(f)
+		in.Sparse[0].Source = "userid"
+		in.Suggest = func(name string, cands []string) string {
+			for _, c := range cands {
+				if strings.ReplaceAll(c, "_", "") == name {
+					return c
+				}
+			}
+			return ""
+		}
+		d, err := NewDecoder(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := tf{"clicked": tfInts(1), "user_id": tfInts(7), "price": tfFloats(1, 2)}.bytes(t)
+		if f == Monolith {
+			rec = mono(t, []float32{1}, nf("user_id", fidV2(FID(1, 7))), nf("price", monoFloats(1, 2)))
+		}
+		err = d.Append(&Batch{}, rec)
+		want := `feature "user" (source "userid") is missing; the record has `
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `(did you mean "user_id"?)`) {
+			t.Fatalf("%s: err = %v", f, err)
+		}
+	}
+}

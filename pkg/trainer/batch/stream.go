@@ -236,6 +236,7 @@ func (s *Stream) nextBatch(ctx context.Context) (*Batch, error) {
 	if b.Size() == 0 {
 		return nil, io.EOF
 	}
+	b.Epoch = s.epoch + 1
 	if s.r != nil && s.atEpochEnd(ctx) {
 		s.endEpoch(b, s.epoch+1)
 	}

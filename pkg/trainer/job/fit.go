@@ -57,6 +57,12 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		defer func() { err = errors.Join(err, w.close()) }()
 		model, cp = w.model, w.checkpointer
 	}
+	// The checkpoints record where the chief's input was, so that a restored run goes on from
+	// that example, whatever the batches before it held.
+	trk := newTracker()
+	// logreg's input starts over in every run (tf.estimator's train), the global step going on.
+	trk.resume = w != nil
+	cp = &positionCheckpointer{Checkpointer: cp, tr: trk, own: r.chief(), prefix: checkpointPrefix(rc.ModelDir)}
 	ecfg := estimator.Config{Checkpointer: cp, LogStepCountSteps: int64(rc.LogStepCountSteps), Log: log}
 	if ecfg.SaverListeners, err = exportListeners(cfg, w, r, stdout, log); err != nil {
 		return err
@@ -87,17 +93,12 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 			return err
 		}
 	}
-	var (
-		skip func() int64
-		sync *densesync.Sync
-	)
+	var sync *densesync.Sync
 	if w != nil {
-		// An interrupted dnn job resumes where its input was: the restored step's batches are
-		// skipped.
-		skip = est.GlobalStep
 		sync = w.sync
 	}
-	trainInput := inputFn(train, "training input", skip, st, sync)
+	// An interrupted job resumes where its input was (trk: the restored checkpoint's position).
+	trainInput := inputFn(train, "training input", trk, st, sync)
 	evalInput := inputFn(cfg.Eval, "evaluation input", nil, nil, nil)
 
 	var res estimator.EvalResult
@@ -117,11 +118,15 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		if err != nil {
 			return err
 		}
+		if r.chief() {
+			hooks = append(hooks, &evalHook{est: est, input: evalInput, steps: int64(cfg.EvalSteps), every: int64(cfg.EvalEverySteps), tr: trk, out: stdout})
+		}
 		hooks = append(hooks, cfg.Hooks...)
 		maxSteps := int64(cfg.MaxSteps)
 		if cfg.Steps > 0 && (maxSteps == 0 || start+int64(cfg.Steps) < maxSteps) {
 			maxSteps = start + int64(cfg.Steps)
 		}
+
 		if !r.chief() {
 			tr, err := est.Train(ctx, trainInput, 0, maxSteps, hooks...)
 			if err != nil {
@@ -130,6 +135,7 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 			if w != nil {
 				st.Report(stdout, w.model)
 			}
+			printStop(stdout, cfg, trk, tr.GlobalStep, maxSteps)
 			_, err = fmt.Fprintf(stdout, "trained steps=%d (the chief evaluates)\n", tr.GlobalStep)
 			return err
 		}
@@ -142,6 +148,7 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		if w != nil {
 			st.Report(stdout, w.model)
 		}
+		printStop(stdout, cfg, trk, est.GlobalStep(), maxSteps)
 	}
 	st.Evaluated(res.Metrics["auc"], res.Metrics["log_loss"])
 	if b := cfg.Best; b != nil {
@@ -232,4 +239,34 @@ type printHook struct {
 func (h *printHook) AfterCreateSession(context.Context, *runhook.Session) error {
 	_, err := fmt.Fprintln(h.w, h.f())
 	return err
+}
+
+// printStop says what ended the training: the input running out (--epochs), or the step limit
+// (--steps, --max_steps); a limit the input ran out before is named.
+func printStop(out io.Writer, cfg Config, trk *tracker, step, maxSteps int64) {
+	limit := ""
+	switch {
+	case cfg.Steps > 0 && maxSteps != int64(cfg.MaxSteps):
+		limit = fmt.Sprintf("--steps=%d", cfg.Steps)
+	case maxSteps > 0:
+		limit = fmt.Sprintf("--max_steps=%d", maxSteps)
+	}
+	examples := ""
+	if n := trk.position(); n >= 0 {
+		examples = fmt.Sprintf(" examples=%d", n)
+	}
+	epochs := "the end of the input"
+	if e, ok := cfg.Train.(interface{ EpochCount() int }); ok {
+		epochs = fmt.Sprintf("--epochs=%d", e.EpochCount())
+	}
+	switch {
+	case trk.inputEnded() && limit != "":
+		fmt.Fprintf(out, "stopped step=%d%s by %s: the training input ran out before %s\n", step, examples, epochs, limit)
+	case trk.inputEnded():
+		fmt.Fprintf(out, "stopped step=%d%s by %s: the training input ran out\n", step, examples, epochs)
+	case limit != "" && step >= maxSteps:
+		fmt.Fprintf(out, "stopped step=%d%s by %s\n", step, examples, limit)
+	default:
+		fmt.Fprintf(out, "stopped step=%d%s\n", step, examples)
+	}
 }

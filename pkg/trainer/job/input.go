@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/monolith-go/monolith/pkg/dataset"
@@ -19,12 +19,22 @@ import (
 // Source is an input the job reads in passes: a worker's share of the training input, or the
 // evaluation input. Its batches have the Config's Schema.
 type Source interface {
-	// Open opens the batches of one pass over the input, the first skip of them passed over (the
-	// batches a restored global step trained on; a source that can seek may seek). The job opens
-	// the training input once per run and the evaluation input at every evaluation.
-	Open(ctx context.Context, skip int64) (estimator.Input[*batch.Batch], error)
+	// Open opens the batches of one pass over the input, from position at on (where a restored
+	// global step left it; a source that can seek may seek). The job opens the training input
+	// once per run and the evaluation input at every evaluation.
+	Open(ctx context.Context, at Position) (estimator.Input[*batch.Batch], error)
 	// Describe words the input for the log.
 	Describe() string
+}
+
+// Position is where a run's input starts: after what the restored checkpoint trained on.
+type Position struct {
+	// Batches is the restored global step: the batches trained on.
+	Batches int64
+	// Examples is the number of examples they held, as the checkpoint recorded it (the chief's
+	// own input); -1 when the checkpoint does not say (a worker other than the chief, or a
+	// checkpoint of an earlier version): then each batch counts as a full one.
+	Examples int64
 }
 
 // Sharded is a training input the workers of a job divide among themselves.
@@ -54,9 +64,9 @@ func asInputError(ctx context.Context, what string, err error) error {
 	return &InputError{What: what, Err: err}
 }
 
-// Files is the Source of TFRecord files of Monolith Examples: one pass reads Paths Epochs times
-// over, in batches of BatchSize (pkg/trainer/batch). Its shards are every workers-th file from
-// the worker's index on.
+// Files is the Source of TFRecord files of Examples: one pass reads Paths Epochs times over, in
+// batches of BatchSize that run on across epochs (pkg/trainer/batch's Stream), each record
+// decoded as Inputs say. Its shards are every workers-th file from the worker's index on.
 type Files struct {
 	// Name names the files in errors: the flag that listed them (--train_data).
 	Name  string
@@ -64,26 +74,95 @@ type Files struct {
 	// Epochs is how many times one pass reads Paths (at least once).
 	Epochs    int
 	BatchSize int
-	Schema    batch.Schema
-	Options   dataset.Options
+	// Inputs say how to decode the records; without them, Schema's Monolith Examples are read
+	// (batch.SchemaInputs).
+	Inputs  *batch.Inputs
+	Schema  batch.Schema
+	Options dataset.Options
+	// ShuffleBuffer and Seed shuffle each epoch (batch.StreamConfig).
+	ShuffleBuffer int
+	Seed          uint64
 }
 
-// Open opens the files as batches and passes over the first skip.
-func (f Files) Open(ctx context.Context, skip int64) (estimator.Input[*batch.Batch], error) {
-	r, err := batch.Open(slices.Repeat(f.Paths, max(1, f.Epochs)), f.Options, f.Schema, f.BatchSize)
-	if err != nil {
-		return nil, err
+// inputs are the decoder's inputs.
+func (f Files) inputs() batch.Inputs {
+	if f.Inputs != nil {
+		return *f.Inputs
 	}
-	for i := int64(0); i < skip; i++ {
-		if _, err := r.Next(ctx); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			r.Close()
-			return nil, err
+	return batch.SchemaInputs(f.Schema)
+}
+
+// Open opens the files as a stream of batches from position at: at.Examples examples in, or
+// at.Batches full batches when the number of examples is not known.
+func (f Files) Open(ctx context.Context, at Position) (estimator.Input[*batch.Batch], error) {
+	skip := at.Examples
+	if skip < 0 {
+		skip = at.Batches * int64(f.BatchSize)
+	}
+	in := f.inputs()
+	return batch.OpenStream(batch.StreamConfig{Files: f.Paths, Options: f.Options, NewDecoder: func() (*batch.Decoder, error) { return batch.NewDecoder(in) },
+		Epochs: max(1, f.Epochs), BatchSize: f.BatchSize, ShuffleBuffer: f.ShuffleBuffer, Seed: f.Seed, Skip: skip})
+}
+
+// Check reads the first records of the files before anything is trained or written: the first
+// of every file (a file that cannot be read, or is compressed otherwise than Options say) and the
+// first most of all; none at all is an error, and so is a feature those records never have (a
+// misspelled name; with a did-you-mean from suggest).
+func (f Files) Check(ctx context.Context, most int, suggest func(string, []string) string) error {
+	in := f.inputs()
+	in.Suggest = suggest
+	dec, err := batch.NewDecoder(in)
+	if err != nil {
+		return err
+	}
+	b := &batch.Batch{}
+	for i, path := range f.Paths {
+		r, err := dataset.OpenFiles([]string{path}, f.Options)
+		if err != nil {
+			return err
+		}
+		n := 1
+		if int(dec.Records()) < most {
+			n = most - int(dec.Records())
+		}
+		for range n {
+			rec, err := r.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return err
+			}
+			if err := dec.Append(b, rec.Data); err != nil {
+				r.Close()
+				return &batch.RecordError{File: rec.File, Offset: rec.Offset, Err: err}
+			}
+			if b.Size() >= 1024 {
+				b = &batch.Batch{}
+			}
+		}
+		r.Close()
+		if i == len(f.Paths)-1 && dec.Records() == 0 {
+			return fmt.Errorf("no records in %s", wordFiles(f.Paths))
 		}
 	}
-	return r, nil
+	if missing := dec.Missing(suggest); len(missing) > 0 {
+		return fmt.Errorf("no record of the first %d has the feature %s (%s)", dec.Records(), strings.Join(missing, ", "), wordFiles(f.Paths))
+	}
+	return nil
 }
+
+// wordFiles names files for a message.
+func wordFiles(paths []string) string {
+	if len(paths) == 1 {
+		return paths[0]
+	}
+	return fmt.Sprintf("the %d files %s, ...", len(paths), paths[0])
+}
+
+// EpochCount is the number of epochs of a pass (for the line that says what ended the run).
+func (f Files) EpochCount() int { return max(1, f.Epochs) }
 
 // Describe says how many files, epochs and batches.
 func (f Files) Describe() string {
@@ -104,17 +183,18 @@ func (f Files) Shard(index, workers int) (Source, error) {
 	return s, nil
 }
 
-// inputFn opens src for the estimator; every error reading it is an InputError. With skip, the
-// first skip() batches are passed over (the batches the restored global step trained on). With
-// st, the time the loop waits for batches is recorded; with sync, the job learns when the input
-// is about to end (a worker of several stops the others with its last batch).
-func inputFn(src Source, what string, skip func() int64, st *trainstatus.Status, sync *densesync.Sync) estimator.InputFn[*batch.Batch] {
+// inputFn opens src for the estimator; every error reading it is an InputError. With tr, the
+// input starts where the restored checkpoint left it (tr.start) and tr counts what the loop takes
+// (the examples trained on, the epochs ended). With st, the time the loop waits for batches is
+// recorded; with sync, the job learns when the input is about to end (a worker of several stops
+// the others with its last batch).
+func inputFn(src Source, what string, tr *tracker, st *trainstatus.Status, sync *densesync.Sync) estimator.InputFn[*batch.Batch] {
 	return func(ctx context.Context, _ estimator.Mode) (estimator.Input[*batch.Batch], error) {
-		var n int64
-		if skip != nil {
-			n = skip()
+		at := Position{Examples: -1}
+		if tr != nil {
+			at = tr.start()
 		}
-		in, err := src.Open(ctx, n)
+		in, err := src.Open(ctx, at)
 		if err != nil {
 			return nil, asInputError(ctx, what, err)
 		}
@@ -130,6 +210,9 @@ func inputFn(src Source, what string, skip func() int64, st *trainstatus.Status,
 			}
 			sync.SetInput(p)
 			input = p
+		}
+		if tr != nil {
+			input = &trackedInput{in: input, tr: tr}
 		}
 		return input, nil
 	}

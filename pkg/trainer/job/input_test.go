@@ -47,7 +47,8 @@ type generated struct {
 	opened, skipped *int64
 }
 
-func (s generated) Open(_ context.Context, skip int64) (estimator.Input[*batch.Batch], error) {
+func (s generated) Open(_ context.Context, at job.Position) (estimator.Input[*batch.Batch], error) {
+	skip := at.Batches
 	if s.opened != nil {
 		*s.opened++
 		*s.skipped = skip

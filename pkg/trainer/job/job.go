@@ -67,6 +67,14 @@ type Config struct {
 	// nil when unknown.
 	Best *Best
 
+	// Seed draws the dense parameters, the initial values of the tables of parameter servers
+	// started in this process (and, through the Sources, the shuffling); 0: the fixed seeds of
+	// earlier versions (dense 1, tables mt19937's default).
+	Seed uint64
+	// EvalEverySteps evaluates the chief's current variables every this many global steps
+	// (0: never by count); it also evaluates at the end of each epoch of the training input.
+	EvalEverySteps int
+
 	// Steps trains this many more steps from the restored global step (0: no relative limit);
 	// MaxSteps stops at this global step (0: no cap). EvalSteps bounds an evaluation's batches (0:
 	// all of Eval).
@@ -92,8 +100,10 @@ type Config struct {
 
 // DNNConfig is the dnn model's and its parameter servers' settings.
 type DNNConfig struct {
-	// Slots are the fid slots of Schema.Sparse, one per feature: each has a table of its own.
-	Slots []int
+	// Sparse are the model's settings of Schema.Sparse, one per feature: each has a table of its
+	// own. Without them, Slots gives the features' slots alone (sum pooling, no buckets).
+	Sparse []SparseFeature
+	Slots  []int
 	// EmbeddingDim is every table's dimension; EmbeddingLearningRate their Adagrad's (initial
 	// accumulator 0.1; new entries random uniform in [-0.05, 0.05)).
 	EmbeddingDim          int
@@ -108,6 +118,16 @@ type DNNConfig struct {
 	// PSTimeout is the deadline of each parameter server call, and the longest a worker waits
 	// for the others at the dense allreduce.
 	PSTimeout time.Duration
+}
+
+// SparseFeature is a sparse feature's model settings.
+type SparseFeature struct {
+	// Slot is the v2 fid slot of its ids.
+	Slot int
+	// Pooling is dnn.Sum or dnn.Mean ("": sum).
+	Pooling string
+	// Buckets hashes its ids into this many buckets before the table (0: collisionless).
+	Buckets uint64
 }
 
 // LogregConfig is the logistic regression's settings.
@@ -174,6 +194,8 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--ps_timeout %v is not positive", d.PSTimeout)
 	case c.DiscoveryTimeout <= 0:
 		return fmt.Errorf("--discovery_timeout %v is not positive", c.DiscoveryTimeout)
+	case c.EvalEverySteps < 0:
+		return fmt.Errorf("--eval_every_steps %d is negative", c.EvalEverySteps)
 	}
 	if err := c.Export.check(c.Model); err != nil {
 		return err

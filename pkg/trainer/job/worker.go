@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"strings"
 
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	"github.com/monolith-go/monolith/pkg/discovery"
+	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
 	"github.com/monolith-go/monolith/pkg/hooks/pscheck"
@@ -63,7 +65,7 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 		}
 	}()
 	if rc.NumPS == 0 {
-		if w.local, err = psservers.StartLocal(d.LocalPS, tables, log); err != nil {
+		if w.local, err = psservers.StartLocal(d.LocalPS, tables, tableInit(cfg.Seed), log); err != nil {
 			return nil, err
 		}
 		addrs := w.local.Addrs()
@@ -95,6 +97,9 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 	}
 	mcfg := dnn.Config{Features: features, DenseDim: cfg.Schema.DenseDim(), Hidden: d.Hidden, Optimizer: dnn.Optimizer(d.DenseOptimizer),
 		LearningRate: d.DenseLearningRate, EmbeddingLearningRates: []float32{float32(d.EmbeddingLearningRate)}, Seed: denseSeed}
+	if cfg.Seed != 0 {
+		mcfg.Seed = cfg.Seed
+	}
 	if r.workers > 1 {
 		w.sync = densesync.New(densesync.Config{Client: w.router.Client(0), Index: r.index, Count: r.workers, Timeout: d.PSTimeout,
 			StartTimeout: cfg.DiscoveryTimeout, Barrier: w.barrier, ObserveAllreduce: st.ObserveAllreduce, Log: log})
@@ -117,15 +122,22 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 // of its own: dim EmbeddingDim, the reference's Adagrad (initial accumulator 0.1) at
 // EmbeddingLearningRate, new entries random uniform in [-0.05, 0.05).
 func dnnFeatures(d DNNConfig, schema batch.Schema) ([]dnn.Feature, []*pspb.TableConfig, error) {
-	if len(d.Slots) != len(schema.Sparse) {
-		return nil, nil, fmt.Errorf("--sparse_features: %d fid slots for the %d sparse features of the input %v", len(d.Slots), len(schema.Sparse), schema.Sparse)
+	sparse := d.Sparse
+	if sparse == nil {
+		for _, slot := range d.Slots {
+			sparse = append(sparse, SparseFeature{Slot: slot})
+		}
+	}
+	if len(sparse) != len(schema.Sparse) {
+		return nil, nil, fmt.Errorf("--sparse_features: %d fid slots for the %d sparse features of the input %v", len(sparse), len(schema.Sparse), schema.Sparse)
 	}
 	var (
 		features []dnn.Feature
 		tables   []*pspb.TableConfig
 	)
 	for i, name := range schema.Sparse {
-		features = append(features, dnn.Feature{Name: name, Slot: d.Slots[i], Dim: d.EmbeddingDim})
+		sf := sparse[i]
+		features = append(features, dnn.Feature{Name: name, Slot: sf.Slot, Dim: d.EmbeddingDim, Pooling: dnn.Pooling(sf.Pooling), Buckets: sf.Buckets})
 		t := inprocess.TableConfig(name, d.EmbeddingDim, float32(d.EmbeddingLearningRate))
 		if err := ps.CheckTableConfig(t); err != nil {
 			return nil, nil, fmt.Errorf("--sparse_features: %w", err)
@@ -133,6 +145,20 @@ func dnnFeatures(d DNNConfig, schema batch.Schema) ([]dnn.Feature, []*pspb.Table
 		tables = append(tables, t)
 	}
 	return features, tables, nil
+}
+
+// tableInit gives each table of the parameter servers of this process its generator of initial
+// values: the reference's default seed (0), else one drawn from seed and the table's name, so
+// that the tables, updated concurrently, start the same in every run of the seed.
+func tableInit(seed uint64) func(table string) *initializer.Generator {
+	if seed == 0 {
+		return initializer.PerTable
+	}
+	return func(table string) *initializer.Generator {
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%d/%s", seed, table)
+		return initializer.NewGenerator(h.Sum32())
+	}
 }
 
 // close closes the router and stops the parameter servers of this process.

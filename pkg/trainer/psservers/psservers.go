@@ -43,7 +43,7 @@ type Local struct {
 
 // StartLocal starts n parameter servers with tables, each on a loopback listener. On an error it
 // stops those it started.
-func StartLocal(n int, tables []*pspb.TableConfig, log *slog.Logger) (_ *Local, err error) {
+func StartLocal(n int, tables []*pspb.TableConfig, init func(table string) *initializer.Generator, log *slog.Logger) (_ *Local, err error) {
 	l := &Local{}
 	defer func() {
 		if err != nil {
@@ -55,10 +55,11 @@ func StartLocal(n int, tables []*pspb.TableConfig, log *slog.Logger) (_ *Local, 
 		if err != nil {
 			return nil, fmt.Errorf("parameter server %d: %w", i, err)
 		}
-		// Each table draws its initial values from a generator of its own, so that the tables of
-		// these servers, updated concurrently, start the same in every run: the run repeats.
+		// Each table draws its initial values from a generator of its own (init's), so that the
+		// tables of these servers, updated concurrently, start the same in every run: the run
+		// repeats.
 		r, err := ps.Start(lis, ps.Config{Index: i, NumPS: n, Tables: tables, Logger: log.With("ps", i),
-			InitGenerator: initializer.PerTable})
+			InitGenerator: init})
 		if err != nil {
 			lis.Close()
 			return nil, fmt.Errorf("parameter server %d: %w", i, err)
