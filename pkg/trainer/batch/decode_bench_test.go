@@ -1,8 +1,11 @@
 package batch
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	tfexamplepb "github.com/monolith-go/monolith/gen/pb/tensorflow/core/example"
+	"github.com/monolith-go/monolith/pkg/dataset"
 )
 
 // benchRecords are n examples of the demo's shape (4 slots of 1-3 ids, 4 dense values, a label),
@@ -95,4 +99,61 @@ func BenchmarkDecodeTFExampleVsMonolith(b *testing.B) {
 	b.ReportMetric(n/tm.Seconds(), "monolith_examples/s")
 	b.ReportMetric(n/tt.Seconds(), "tf_examples/s")
 	b.ReportMetric(tm.Seconds()/tt.Seconds(), "tf_over_monolith")
+}
+
+// BenchmarkStreamVsReader reads the same file of Monolith Examples (the demo's shape) through a
+// Stream with a Decoder (the trainer's input now) and through a Reader with Schema.Append (its
+// input before), batch by batch alternately, and reports both rates and stream_over_reader.
+func BenchmarkStreamVsReader(b *testing.B) {
+	const size = 256
+	inputs, mono, _ := benchRecords(size * 64)
+	path := filepath.Join(b.TempDir(), "mono.tfrecord")
+	w, err := dataset.CreateFile(path, dataset.NoCompression)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, rec := range mono {
+		if err := w.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	in := inputs(Monolith)
+	schema := Schema{Dense: []DenseFeature{{Name: "dense", Dim: 4}}}
+	for _, s := range in.Sparse {
+		schema.Sparse = append(schema.Sparse, s.Name)
+	}
+	const epochs = 1000
+	s, err := OpenStream(StreamConfig{Files: []string{path}, NewDecoder: func() (*Decoder, error) { return NewDecoder(SchemaInputs(schema)) },
+		Epochs: epochs, BatchSize: size})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r, err := Open(slices.Repeat([]string{path}, epochs), dataset.Options{}, schema, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	var ts, tr time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := s.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+		ts += time.Since(start)
+		start = time.Now()
+		if _, err := r.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+		tr += time.Since(start)
+	}
+	n := float64(b.N * size)
+	b.ReportMetric(n/ts.Seconds(), "stream_examples/s")
+	b.ReportMetric(n/tr.Seconds(), "reader_examples/s")
+	b.ReportMetric(tr.Seconds()/ts.Seconds(), "stream_over_reader")
 }
