@@ -22,6 +22,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,8 @@ import (
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/featureschema"
+	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 )
 
 const name = "export"
@@ -50,12 +53,21 @@ func main() { cli.Main(cli.IgnoreSecondSignal, run) }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cmdFlags
 	return cli.Run(name, description, &c, &c.LogLevel, args, stdout, stderr, func(log *slog.Logger) error {
-		return exportModel(ctx, c.ExportFlags, stdout, log)
+		if c.Schema != "" && (cli.FlagGiven(args, "dense_features") || cli.FlagGiven(args, "sparse_features")) {
+			return cli.Usage(errors.New("--schema names the features: give it or --dense_features/--sparse_features, not both"))
+		}
+		var specFlags []string
+		for _, name := range []string{"schema", "dense_features", "sparse_features", "pooling", "embedding_buckets", "embedding_dim", "hidden"} {
+			if cli.FlagGiven(args, name) {
+				specFlags = append(specFlags, "--"+name)
+			}
+		}
+		return exportModel(ctx, c.ExportFlags, specFlags, stdout, log)
 	})
 }
 
 // exportModel runs the export the flags describe and prints what it wrote.
-func exportModel(ctx context.Context, f savedmodelexportersspec.ExportFlags, stdout io.Writer, log *slog.Logger) error {
+func exportModel(ctx context.Context, f savedmodelexportersspec.ExportFlags, specFlags []string, stdout io.Writer, log *slog.Logger) error {
 	switch {
 	case f.ModelDir == "":
 		return cli.Usage(errors.New("--model_dir is required: the checkpoint directory"))
@@ -68,12 +80,9 @@ func exportModel(ctx context.Context, f savedmodelexportersspec.ExportFlags, std
 	case f.Timeout <= 0:
 		return cli.Usage(fmt.Errorf("--timeout %v is not positive", f.Timeout))
 	}
-	spec, err := modelSpec(f)
+	spec, err := chooseSpec(f, specFlags)
 	if err != nil {
-		return cli.Usage(err)
-	}
-	if err := spec.Validate(); err != nil {
-		return cli.Usage(err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
 	defer cancel()
@@ -111,12 +120,56 @@ func classify(err error) error {
 	return err
 }
 
+// chooseSpec is the model spec of the export: the one the trainer recorded in the model dir
+// (export.SpecFile), else the flags' (a model dir of an earlier version). Flags that say another
+// spec than the recorded one are refused: the export would fit the checkpoint and serve wrong.
+func chooseSpec(f savedmodelexportersspec.ExportFlags, specFlags []string) (export.ModelSpec, error) {
+	recorded, found, err := export.ReadSpecFile(f.ModelDir)
+	if err != nil {
+		return export.ModelSpec{}, cli.Usage(err)
+	}
+	if found && len(specFlags) == 0 {
+		return recorded, nil
+	}
+	spec, err := modelSpec(f)
+	if err != nil {
+		return spec, cli.Usage(err)
+	}
+	if err := spec.Validate(); err != nil {
+		return spec, cli.Usage(err)
+	}
+	if found {
+		if d := export.SpecDiff(spec, recorded); d != "" {
+			return spec, cli.Usage(fmt.Errorf("%s: another model than the one trained (%s): %s; drop the flags",
+				strings.Join(specFlags, " "), filepath.Join(f.ModelDir, export.SpecFile), d))
+		}
+	}
+	return spec, nil
+}
+
 // modelSpec is the dnn spec of the flags, as cmd/train builds its model from the same flags: one
 // table per sparse feature, of its name, pooled by sum, and the dot interaction.
 func modelSpec(f savedmodelexportersspec.ExportFlags) (export.ModelSpec, error) {
 	s := export.ModelSpec{Model: export.ModelDNN, Interaction: "dot", Hidden: []int{}}
 	if f.EmbeddingDim <= 0 {
 		return s, fmt.Errorf("--embedding_dim %d is not positive", f.EmbeddingDim)
+	}
+	switch {
+	case f.EmbeddingBuckets < 0 || f.EmbeddingBuckets > hashbucket.MaxBuckets:
+		return s, fmt.Errorf("--embedding_buckets %d: want 0 (collisionless) to %d", f.EmbeddingBuckets, hashbucket.MaxBuckets)
+	case f.Schema != "":
+		fs, err := featureschema.Load(f.Schema)
+		if err != nil {
+			return s, fmt.Errorf("--schema: %w", err)
+		}
+		for _, d := range fs.Dense() {
+			s.DenseFeatures = append(s.DenseFeatures, export.DenseFeature{Name: d.Name, Dim: d.DenseDim()})
+		}
+		for _, sf := range fs.Sparse() {
+			s.SparseFeatures = append(s.SparseFeatures, export.SparseFeature{Name: sf.Name, Slot: sf.FidSlot(), Table: sf.Name, Dim: f.EmbeddingDim,
+				Pooling: string(sf.PoolingOr(featureschema.Pooling(f.Pooling))), Buckets: uint64(sf.BucketsOr(f.EmbeddingBuckets))})
+		}
+		return s, hidden(&s, f.Hidden)
 	}
 	for _, item := range splitList(f.DenseFeatures) {
 		n, dim, ok := strings.Cut(item, ":")
@@ -141,16 +194,22 @@ func modelSpec(f savedmodelexportersspec.ExportFlags) (export.ModelSpec, error) 
 		if n == "" || err != nil || v < 0 || v > maxFidSlot {
 			return s, fmt.Errorf("--sparse_features: feature %q: slot %q is not a fid slot (0 to %d)", n, slot, maxFidSlot)
 		}
-		s.SparseFeatures = append(s.SparseFeatures, export.SparseFeature{Name: n, Slot: v, Table: n, Dim: f.EmbeddingDim, Pooling: "sum"})
+		s.SparseFeatures = append(s.SparseFeatures, export.SparseFeature{Name: n, Slot: v, Table: n, Dim: f.EmbeddingDim, Pooling: f.Pooling,
+			Buckets: uint64(f.EmbeddingBuckets)})
 	}
-	for _, item := range splitList(f.Hidden) {
+	return s, hidden(&s, f.Hidden)
+}
+
+// hidden reads --hidden into the spec.
+func hidden(s *export.ModelSpec, list string) error {
+	for _, item := range splitList(list) {
 		w, err := strconv.Atoi(item)
 		if err != nil || w <= 0 {
-			return s, fmt.Errorf("--hidden %q: want positive widths, a comma list", f.Hidden)
+			return fmt.Errorf("--hidden %q: want positive widths, a comma list", list)
 		}
 		s.Hidden = append(s.Hidden, w)
 	}
-	return s, nil
+	return nil
 }
 
 // maxFidSlot is the largest v2 fid slot (15 bits).

@@ -123,6 +123,14 @@ func TestExportTrainedModel(t *testing.T) {
 		t.Errorf("ps_2 versions %v, %v", vs, err)
 	}
 
+	// A model dir of an earlier version, without the spec file: the flags give the spec.
+	noSpec := filepath.Join(t.TempDir(), "nospec")
+	if err := os.CopyFS(noSpec, os.DirFS(modelDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(noSpec, "model_spec.json")); err != nil {
+		t.Fatal(err)
+	}
 	corrupt := filepath.Join(t.TempDir(), "corrupt")
 	if err := os.MkdirAll(corrupt, 0o755); err != nil {
 		t.Fatal(err)
@@ -137,7 +145,8 @@ func TestExportTrainedModel(t *testing.T) {
 		want string
 	}{
 		{"again", nil, "version already exported: " + filepath.Join(base, "entry", "32") + " exists"},
-		{"other spec", []string{"--hidden=32"}, "model.ckpt-32 does not fit the model spec"},
+		{"other spec", []string{"--hidden=32"}, "export: --hidden: another model than the one trained (" + filepath.Join(modelDir, "model_spec.json") + "): hidden [32], not [64 32]; drop the flags"},
+		{"other spec without the spec file", []string{"--model_dir=" + noSpec, "--hidden=32"}, "model.ckpt-32 does not fit the model spec"},
 		{"missing checkpoint", []string{"--checkpoint=model.ckpt-99"}, filepath.Join(modelDir, "model.ckpt-99") + ": no such checkpoint"},
 		{"corrupt checkpoint", []string{"--model_dir=" + corrupt, "--checkpoint=model.ckpt-30"}, filepath.Join(corrupt, "model.ckpt-30.data")},
 	} {
@@ -188,4 +197,45 @@ func tree(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestExportRecordedSpec: the trainer records its model's spec in the model dir (hashed ids,
+// mean pooling here), and export takes it from there: the manifest has the buckets and the
+// pooling with no flags given; flags of another spec (collisionless ids, which fit the
+// checkpoint's shapes all the same) are refused, naming the difference, and write nothing.
+func TestExportRecordedSpec(t *testing.T) {
+	leakcheck.Check(t)
+	modelDir := filepath.Join(t.TempDir(), "model")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, trainBin.Path(t), "--demo_examples=2000", "--epochs=1", "--embedding_buckets=50", "--pooling=mean",
+		"--model_dir="+modelDir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	base := filepath.Join(t.TempDir(), "exported", "ctr")
+	r := runExport("--model_dir="+modelDir, "--export_base="+base, "--embedding_buckets=0")
+	if r.code != 2 || !strings.Contains(r.stderr, `--embedding_buckets: another model than the one trained (`+filepath.Join(modelDir, "model_spec.json")+`): sparse feature "slot_1": {Name:slot_1 Slot:1 Table:slot_1 Dim:8 Pooling:sum Buckets:0}, not {Name:slot_1 Slot:1 Table:slot_1 Dim:8 Pooling:mean Buckets:50}`) {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Fatalf("a refused export wrote %s: %v", base, err)
+	}
+	r = runExport("--model_dir="+modelDir, "--export_base="+base)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	vs, err := modelconfig.VersionDirs(filepath.Join(base, "entry"))
+	if err != nil || len(vs) != 1 {
+		t.Fatalf("entry versions %v, %v", vs, err)
+	}
+	e, err := export.LoadEntry(filepath.Join(base, "entry", vs[0].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range e.Manifest.Model.SparseFeatures {
+		if f.Buckets != 50 || f.Pooling != "mean" {
+			t.Errorf("exported feature %+v, want 50 buckets and mean pooling", f)
+		}
+	}
 }

@@ -2,9 +2,12 @@ package export
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 )
@@ -33,5 +36,34 @@ func TestSpecBuckets(t *testing.T) {
 	got := back.DNNConfig().Features
 	if got[0].Buckets != 1000 || got[1].Buckets != 0 {
 		t.Fatalf("served features %+v", got)
+	}
+}
+
+// TestSpecFile: the spec file round-trips; none is not found; a bad one is a Value error naming
+// the file; SpecDiff names the first difference.
+func TestSpecFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, found, err := ReadSpecFile(dir); found || err != nil {
+		t.Fatalf("no file: found %v, %v", found, err)
+	}
+	cfg := dnn.Config{Features: []dnn.Feature{{Name: "user", Slot: 1, Dim: 4, Buckets: 10}}, DenseDim: 0}
+	spec := SpecFromDNN(cfg, nil)
+	if err := WriteSpecFile(dir, spec); err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := ReadSpecFile(dir)
+	if err != nil || !found || SpecDiff(got, spec) != "" {
+		t.Fatalf("read back %+v, %v, %v", got, found, err)
+	}
+	other := SpecFromDNN(dnn.Config{Features: []dnn.Feature{{Name: "user", Slot: 1, Dim: 4, Pooling: dnn.Mean}}, Hidden: []int{}}, nil)
+	other.Hidden = spec.Hidden
+	if d := SpecDiff(other, spec); d != `sparse feature "user": {Name:user Slot:1 Table:user Dim:4 Pooling:mean Buckets:0}, not {Name:user Slot:1 Table:user Dim:4 Pooling:sum Buckets:10}` {
+		t.Errorf("SpecDiff = %q", d)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SpecFile), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadSpecFile(dir); err == nil || errkind.Of(err) != errkind.Value || !strings.Contains(err.Error(), filepath.Join(dir, SpecFile)) {
+		t.Fatalf("bad file: %v", err)
 	}
 }

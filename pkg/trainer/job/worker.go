@@ -13,6 +13,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/discovery"
 	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/estimator"
+	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
 	"github.com/monolith-go/monolith/pkg/hooks/pscheck"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
@@ -111,6 +112,9 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 	st.Watch(w.model)
 	fmt.Fprintf(stdout, "  model        %v, %s\n", w.model, r)
 	if r.chief() {
+		if err := recordSpec(rc.ModelDir, export.SpecFromDNN(w.model.Config(), cfg.Schema.Dense)); err != nil {
+			return nil, err
+		}
 		w.checkpointer = dnnckpt.NewTables(cp, rc.ModelDir, w.router, log)
 	} else {
 		w.checkpointer = dnnckpt.RestoreOnly{Checkpointer: cp}
@@ -145,6 +149,24 @@ func dnnFeatures(d DNNConfig, schema batch.Schema) ([]dnn.Feature, []*pspb.Table
 		tables = append(tables, t)
 	}
 	return features, tables, nil
+}
+
+// recordSpec writes the model's spec into the model dir (export.SpecFile, what cmd/export reads),
+// or checks that the one there is the same: checkpoints of another spec (other features, slots,
+// poolings or buckets) would restore into this model and train, or serve, wrong.
+func recordSpec(modelDir string, spec export.ModelSpec) error {
+	old, found, err := export.ReadSpecFile(modelDir)
+	if err != nil {
+		return configError(fmt.Errorf("--model_dir %s: %w", modelDir, err))
+	}
+	if found {
+		if d := export.SpecDiff(spec, old); d != "" {
+			return configError(fmt.Errorf("--model_dir %s holds checkpoints of another model (%s): this run's has %s",
+				modelDir, export.SpecFile, d))
+		}
+		return nil
+	}
+	return export.WriteSpecFile(modelDir, spec)
 }
 
 // tableInit gives each table of the parameter servers of this process its generator of initial
