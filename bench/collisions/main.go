@@ -6,14 +6,15 @@
 // table config) in three configurations:
 //
 //   - collisionless: every id has its own embedding;
-//   - paper: ids hashed (pkg/trainer/hashbucket) into as many buckets as make 7.73 % of the
-//     distinct user ids and 2.86 % of the distinct item ids share a bucket, the paper's rates on
-//     MovieLens-25M;
+//   - paper: ids hashed into as many buckets as make 7.73 % of the distinct user ids and 2.86 %
+//     of the distinct item ids share a bucket, the paper's rates on MovieLens-25M;
 //   - quarter: 25 % of both colliding.
 //
-// Bucket counts are found by hashbucket.BucketsForRate on the distinct ids of the data (train and
-// eval), and their measured collision rates are printed beside the results. Each configuration is
-// trained with --seeds seeds; a seed changes the model's initial dense parameters and embeddings
+// The model hashes the ids itself (dnn.Feature.Buckets, pkg/trainer/hashbucket's mapping), the
+// code path that cmd/train --embedding_buckets trains and serving serves with. Bucket counts are
+// found by hashbucket.BucketsForRate on the distinct ids of the data (train and eval), and their
+// measured collision rates are printed beside the results. Each configuration is trained with
+// --seeds seeds; a seed changes the model's initial dense parameters and embeddings
 // and the order of the training examples in each epoch, while the data set (--data_seed) stays
 // the same for every run, so that the configurations differ in their tables alone. After each
 // epoch the model is evaluated on a held-out set of the same click log; the table gives, per
@@ -39,6 +40,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	benchcollisionsspec "github.com/monolith-go/monolith/gen/spec/go/bench_collisions"
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/embedding/initializer"
@@ -55,26 +57,13 @@ const description = "Train the dnn on one Zipf click log with a collisionless em
 	"at the Monolith paper's collision rates (7.73 % of user ids, 2.86 % of item ids) and at 25 %, " +
 	"and print each configuration's eval AUC per epoch (mean and deviation over seeds)."
 
-// benchFlags is the command line besides --version and --log_format (cli.Common).
-type benchFlags struct {
-	Examples     int     `name:"examples" help:"Training examples (one epoch). (default: ${default})" default:"1000000"`
-	EvalExamples int     `name:"eval_examples" help:"Held-out examples evaluated after each epoch. (default: ${default})" default:"50000"`
-	Epochs       int     `name:"epochs" help:"Passes over the training examples. (default: ${default})" default:"3"`
-	Seeds        int     `name:"seeds" help:"Runs of each configuration, seeds 1..N: a seed draws the model's initial parameters and the training order. (default: ${default})" default:"3"`
-	Dim          int     `name:"dim" help:"Embedding dimension of both tables. (default: ${default})" default:"8"`
-	BatchSize    int     `name:"batch_size" help:"Examples per training step. (default: ${default})" default:"256"`
-	Users        int     `name:"users" help:"User vocabulary: ids 1..N, Zipf-distributed. (default: ${default})" default:"20000"`
-	Items        int     `name:"items" help:"Item vocabulary: ids 1..N, Zipf-distributed. (default: ${default})" default:"2000"`
-	ZipfS        float64 `name:"zipf_s" help:"Exponent (> 1) of the ids' Zipf law. (default: ${default})" default:"1.1"`
-	LatentDim    int     `name:"latent_dim" help:"Dimension of the click log's latent vectors (its ground truth, not the model's). (default: ${default})" default:"4"`
-	DataSeed     uint64  `name:"data_seed" help:"Seed of the click log (its ground truth and examples), the same for every run. (default: ${default})" default:"1"`
-	LearningRate float64 `name:"learning_rate" help:"Adam learning rate of the dense parameters. (default: ${default})" default:"0.01"`
-	EmbeddingLR  float32 `name:"embedding_learning_rate" help:"Adagrad learning rate of the embedding tables (cmd/train's default). (default: ${default})" default:"0.3"`
-}
+// benchFlags is the command line besides --version and --log_format (cli.Common), declared by
+// specs/go/bench_collisions.yaml.
+type benchFlags = benchcollisionsspec.BenchCollisionsFlags
 
 type cmdFlags struct {
 	cli.Common
-	benchFlags
+	benchcollisionsspec.BenchCollisionsFlags
 }
 
 func main() { cli.Main(cli.IgnoreSecondSignal, run) }
@@ -82,7 +71,7 @@ func main() { cli.Main(cli.IgnoreSecondSignal, run) }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c cmdFlags
 	return cli.Run(name, description, &c, nil, args, stdout, stderr, func(log *slog.Logger) error {
-		return bench(ctx, c.benchFlags, stdout, log)
+		return bench(ctx, c.BenchCollisionsFlags, stdout, log)
 	})
 }
 
@@ -104,13 +93,12 @@ type tables struct {
 	setup
 	userBuckets, itemBuckets uint64
 	userCollide, itemCollide float64
-	bucketer                 *hashbucket.Bucketer
 	aucs, losses             [][]float64 // [seed][epoch]
 	// examplesPerSec is the training speed over all the setup's runs.
 	examplesPerSec float64
 }
 
-func (f benchFlags) check() error {
+func check(f benchFlags) error {
 	switch {
 	case f.Examples < 1 || f.EvalExamples < 1:
 		return fmt.Errorf("--examples %d and --eval_examples %d must be positive", f.Examples, f.EvalExamples)
@@ -120,6 +108,9 @@ func (f benchFlags) check() error {
 		return fmt.Errorf("--dim %d and --batch_size %d must be positive", f.Dim, f.BatchSize)
 	case !(f.LearningRate > 0) || !(f.EmbeddingLR > 0):
 		return fmt.Errorf("--learning_rate %v and --embedding_learning_rate %v must be positive", f.LearningRate, f.EmbeddingLR)
+	case float32(f.EmbeddingLR) == 0 || math.IsInf(float64(float32(f.EmbeddingLR)), 0):
+		// The tables' learning rate is a float32.
+		return fmt.Errorf("--embedding_learning_rate %v is out of a float32's range", f.EmbeddingLR)
 	}
 	return nil
 }
@@ -133,7 +124,7 @@ const (
 )
 
 func bench(ctx context.Context, f benchFlags, stdout io.Writer, log *slog.Logger) error {
-	if err := f.check(); err != nil {
+	if err := check(f); err != nil {
 		return cli.Usage(err)
 	}
 	start := time.Now()
@@ -157,9 +148,6 @@ func bench(ctx context.Context, f benchFlags, stdout io.Writer, log *slog.Logger
 		if t.itemBuckets, t.itemCollide, err = bucketsFor(items, s.itemRate); err != nil {
 			return fmt.Errorf("%s: item buckets: %w", s.name, err)
 		}
-		if t.bucketer, err = hashbucket.New(map[int]uint64{userSlot: t.userBuckets, itemSlot: t.itemBuckets}); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
 		runs = append(runs, t)
 	}
 	total := len(runs) * f.Seeds
@@ -170,7 +158,7 @@ func bench(ctx context.Context, f benchFlags, stdout io.Writer, log *slog.Logger
 			n := i*f.Seeds + seed
 			log.Info("run", "run", fmt.Sprintf("%d/%d", n, total), "config", t.name, "seed", seed,
 				"user_buckets", t.userBuckets, "item_buckets", t.itemBuckets)
-			r, err := trainRun(ctx, f, t.bucketer, uint64(seed), train, eval, func(epoch int, auc float64, took time.Duration) {
+			r, err := trainRun(ctx, f, t.buckets(), uint64(seed), train, eval, func(epoch int, auc float64, took time.Duration) {
 				log.Info("epoch", "run", fmt.Sprintf("%d/%d", n, total), "config", t.name, "seed", seed,
 					"epoch", fmt.Sprintf("%d/%d", epoch, f.Epochs), "eval_auc", fmt.Sprintf("%.4f", auc),
 					"examples_per_s", fmt.Sprintf("%.0f", float64(len(train))/took.Seconds()))
@@ -194,6 +182,11 @@ func bench(ctx context.Context, f benchFlags, stdout io.Writer, log *slog.Logger
 	}
 	fmt.Fprintf(stdout, "\nwall time %.1fs\n", time.Since(start).Seconds())
 	return nil
+}
+
+// buckets is the setup's bucket count per slot (0: collisionless).
+func (t *tables) buckets() map[int]uint64 {
+	return map[int]uint64{userSlot: t.userBuckets, itemSlot: t.itemBuckets}
 }
 
 // bucketsFor is the bucket count at which ids collide at rate (0 for rate 0: collisionless) and
@@ -237,13 +230,24 @@ var features = []struct {
 	slot int
 }{{"user", userSlot}, {"item", itemSlot}}
 
+// modelFeatures are the model's features of dimension dim, the ids of each hashed by the model into
+// buckets[slot] buckets (dnn.Feature.Buckets, as cmd/train --embedding_buckets sets it; 0 or
+// absent: collisionless).
+func modelFeatures(dim int, buckets map[int]uint64) []dnn.Feature {
+	var feats []dnn.Feature
+	for _, feat := range features {
+		feats = append(feats, dnn.Feature{Name: feat.name, Slot: feat.slot, Dim: dim, Buckets: buckets[feat.slot]})
+	}
+	return feats
+}
+
 // newStore is a table per feature, cmd/train's (inprocess.TableConfig: Adagrad, random uniform
 // entries) built in process, one worker each so that entries are created in the same order every
 // run; the initial entries are drawn from seed.
 func newStore(f benchFlags, seed uint64) (*dnn.TableStore, error) {
 	ts := map[string]*embedding.Table{}
 	for i, feat := range features {
-		c := inprocess.TableConfig(feat.name, f.Dim, f.EmbeddingLR)
+		c := inprocess.TableConfig(feat.name, f.Dim, float32(f.EmbeddingLR))
 		cfg, _, err := embedding.FromProtoWithGenerator(c.GetConfig(), initializer.NewGenerator(uint32(seed)*uint32(len(features))+uint32(i)))
 		if err != nil {
 			return nil, fmt.Errorf("table %q: %w", feat.name, err)
@@ -256,11 +260,11 @@ func newStore(f benchFlags, seed uint64) (*dnn.TableStore, error) {
 	return dnn.NewTableStore(ts)
 }
 
-// batcher builds batches of examples, their fids bucketed, in buffers reused from batch to batch.
+// batcher builds batches of examples, their fids as drawn (the model buckets them), in buffers
+// reused from batch to batch.
 type batcher struct {
-	bucketer *hashbucket.Bucketer
-	b        batch.Batch
-	fids     []uint64
+	b    batch.Batch
+	fids []uint64
 }
 
 func (bt *batcher) build(exs []example) *batch.Batch {
@@ -277,31 +281,27 @@ func (bt *batcher) build(exs []example) *batch.Batch {
 		fids[2*i], fids[2*i+1] = ex.user, ex.item
 		b.Fids[i] = fids[2*i : 2*i+2 : 2*i+2]
 	}
-	bt.bucketer.Apply(fids)
 	return b
 }
 
-// trainRun trains a fresh model on train for f.Epochs epochs, its fids bucketed by bk, and
-// evaluates it on eval after each; progress gets each epoch's eval AUC and training time.
-func trainRun(ctx context.Context, f benchFlags, bk *hashbucket.Bucketer, seed uint64, train, eval []example,
+// trainRun trains a fresh model on train for f.Epochs epochs, its features' ids hashed into
+// buckets[slot] buckets (modelFeatures), and evaluates it on eval after each; progress gets each
+// epoch's eval AUC and training time.
+func trainRun(ctx context.Context, f benchFlags, buckets map[int]uint64, seed uint64, train, eval []example,
 	progress func(epoch int, auc float64, took time.Duration)) (runResult, error) {
 	store, err := newStore(f, seed)
 	if err != nil {
 		return runResult{}, err
 	}
-	var feats []dnn.Feature
-	for _, feat := range features {
-		feats = append(feats, dnn.Feature{Name: feat.name, Slot: feat.slot, Dim: f.Dim})
-	}
-	m, err := dnn.New(dnn.Config{Features: feats, LearningRate: f.LearningRate,
-		EmbeddingLearningRates: []float32{f.EmbeddingLR}, Seed: seed}, store)
+	m, err := dnn.New(dnn.Config{Features: modelFeatures(f.Dim, buckets), LearningRate: f.LearningRate,
+		EmbeddingLearningRates: []float32{float32(f.EmbeddingLR)}, Seed: seed}, store)
 	if err != nil {
 		return runResult{}, fmt.Errorf("model: %w", err)
 	}
 	order := make([]example, len(train))
 	copy(order, train)
 	rng := rand.New(rand.NewPCG(seed, orderStream))
-	bt := &batcher{bucketer: bk}
+	bt := &batcher{}
 	var res runResult
 	for epoch := 1; epoch <= f.Epochs; epoch++ {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
@@ -114,6 +116,10 @@ func TestBadCommandLines(t *testing.T) {
 		{"--zipf_s=1"},
 		{"--users=1"},
 		{"--learning_rate=0"},
+		{"--embedding_learning_rate=0"},
+		{"--embedding_learning_rate=1e-50"},
+		{"--embedding_learning_rate=1e40"},
+		{"--data_seed=-1"},
 		{"--no_such_flag"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -156,39 +162,99 @@ func TestClickLog(t *testing.T) {
 	}
 }
 
-// The batcher buckets the fids of configured slots (keeping slots) and passes the rest through.
+// The batcher passes the examples' fids through as drawn; the model's features carry the setup's
+// bucket counts (0: collisionless).
 func TestBatcher(t *testing.T) {
 	exs := []example{
 		{user: synth.FID(userSlot, 7), item: synth.FID(itemSlot, 9), label: 1},
 		{user: synth.FID(userSlot, 123456), item: synth.FID(itemSlot, 3)},
 	}
+	b := (&batcher{}).build(exs)
+	if !slices.Equal(b.Labels, []float32{1, 0}) || len(b.Fids) != 2 {
+		t.Fatalf("labels %v, %d fid lists; want [1 0], 2", b.Labels, len(b.Fids))
+	}
+	for i, ex := range exs {
+		if want := []uint64{ex.user, ex.item}; !slices.Equal(b.Fids[i], want) {
+			t.Errorf("example %d fids %#x, want %#x", i, b.Fids[i], want)
+		}
+	}
 	for _, tc := range []struct {
 		name         string
 		users, items uint64
 	}{{"collisionless", 0, 0}, {"users hashed", 10, 0}, {"both hashed", 10, 1}} {
-		bk, err := hashbucket.New(map[int]uint64{userSlot: tc.users, itemSlot: tc.items})
-		if err != nil {
-			t.Fatal(err)
+		tb := &tables{userBuckets: tc.users, itemBuckets: tc.items}
+		feats := modelFeatures(8, tb.buckets())
+		if len(feats) != 2 || feats[0].Slot != userSlot || feats[1].Slot != itemSlot {
+			t.Fatalf("%s: features %+v, want user and item", tc.name, feats)
 		}
-		b := (&batcher{bucketer: bk}).build(exs)
-		if !slices.Equal(b.Labels, []float32{1, 0}) || len(b.Fids) != 2 {
-			t.Fatalf("%s: labels %v, %d fid lists; want [1 0], 2", tc.name, b.Labels, len(b.Fids))
-		}
-		for i, ex := range exs {
-			want := []uint64{ex.user, ex.item}
-			if tc.users > 0 {
-				want[0] = synth.FID(userSlot, hashbucket.Bucket(ex.user, tc.users))
-			}
-			if tc.items > 0 {
-				want[1] = synth.FID(itemSlot, hashbucket.Bucket(ex.item, tc.items))
-			}
-			if !slices.Equal(b.Fids[i], want) {
-				t.Errorf("%s: example %d fids %#x, want %#x", tc.name, i, b.Fids[i], want)
-			}
+		if feats[0].Buckets != tc.users || feats[1].Buckets != tc.items || feats[0].Dim != 8 || feats[1].Dim != 8 {
+			t.Errorf("%s: features %+v, want buckets %d and %d, dim 8", tc.name, feats, tc.users, tc.items)
 		}
 	}
 	if n, rate, err := bucketsFor([]uint64{1, 2, 3}, 0); n != 0 || rate != 0 || err != nil {
 		t.Errorf("bucketsFor(rate 0) = %d, %v, %v; want 0 buckets, no collisions", n, rate, err)
+	}
+}
+
+// A model whose features hash their ids (dnn.Feature.Buckets) trains and predicts exactly as a
+// collisionless one fed the fids that hashbucket.Bucketer.Apply maps them to: the bench measures
+// the mapping the model applies in training and serving, and its figures are those of
+// hashing the fids before the model.
+func TestModelBucketsAreBucketer(t *testing.T) {
+	ctx := context.Background()
+	f := benchFlags{Dim: 4, BatchSize: 64, LearningRate: 0.01, EmbeddingLR: 0.3}
+	g, err := newClickLog(logConfig{Seed: 3, Users: 500, Items: 50, ZipfS: 1.1, LatentDim: 2, IDStd: 0.5, LatentStd: 0.7, Bias: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exs := g.draw(1024, 1)
+	buckets := map[int]uint64{userSlot: 37, itemSlot: 5}
+	bk, err := hashbucket.New(buckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newModel := func(buckets map[int]uint64) *dnn.Model {
+		store, err := newStore(f, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := dnn.New(dnn.Config{Features: modelFeatures(f.Dim, buckets), LearningRate: f.LearningRate,
+			EmbeddingLearningRates: []float32{float32(f.EmbeddingLR)}, Seed: 1}, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// inModel hashes in the model, before is fed fids hashed before the model, raw is collisionless.
+	inModel, before, raw := newModel(buckets), newModel(nil), newModel(nil)
+	var bt batcher
+	hashed := func(exs []example) *batch.Batch {
+		b := bt.build(exs)
+		bk.Apply(bt.fids[:2*len(exs)])
+		return b
+	}
+	eval := g.draw(512, 2)
+	var preds [3][]float64
+	for i, m := range []struct {
+		model *dnn.Model
+		build func([]example) *batch.Batch
+	}{{inModel, bt.build}, {before, hashed}, {raw, bt.build}} {
+		for lo := 0; lo < len(exs); lo += f.BatchSize {
+			if _, err := m.model.Step(ctx, m.build(exs[lo:lo+f.BatchSize])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := m.model.Predict(ctx, m.build(eval))
+		if err != nil {
+			t.Fatal(err)
+		}
+		preds[i] = slices.Clone(p)
+	}
+	if !slices.Equal(preds[0], preds[1]) {
+		t.Errorf("predictions of ids hashed in the model %v... and before it %v... differ", preds[0][:4], preds[1][:4])
+	}
+	if slices.Equal(preds[0], preds[2]) {
+		t.Error("the hashed model predicts as the collisionless one: its buckets changed nothing")
 	}
 }
 
