@@ -65,10 +65,7 @@ type Converter struct {
 	plan   *Plan
 	shards []RecordWriter
 	next   int // the shard of the next record
-	parser parser
 	enc    *encoder
-	row    *row
-	buf    []byte
 	stats  Stats
 	start  time.Time
 	// lastProgress is when Progress was last called.
@@ -96,17 +93,11 @@ func NewConverter(plan *Plan, shards []RecordWriter, opts Options) (*Converter, 
 	if err := plan.validate(opts.Format); err != nil {
 		return nil, err
 	}
-	fid := plan.FID
-	if fid == nil {
-		fid = batch.FID
-	}
 	now := time.Now()
 	return &Converter{
 		opts: opts, plan: plan, shards: shards,
-		parser: parser{plan: plan, format: opts.Format, fid: fid},
-		enc:    newEncoder(opts.Format, plan),
-		row:    newRow(len(plan.Features)),
-		start:  now, lastProgress: now,
+		enc:   newEncoder(opts.Format, plan),
+		start: now, lastProgress: now,
 	}, nil
 }
 
@@ -278,27 +269,17 @@ func (c *Converter) resolveColumns(name string, header []string) error {
 	return nil
 }
 
-// convertRow parses rec and writes its record to the next shard. A bad row is returned as a
+// convertRow converts rec and writes its record to the next shard. A bad row is returned as a
 // *RowError, a failure to write as an error.
 func (c *Converter) convertRow(cr *csv.Reader, name string, rec []string) (*RowError, error) {
-	r := c.row
-	r.reset()
-	bad := func(col int, column string, e *cellError) *RowError {
-		line, _ := cr.FieldPos(col)
-		return &RowError{File: name, Line: line, Column: column, Value: rec[col], Reason: e.reason}
-	}
-	label, cerr := c.parser.label(rec[c.labelCol])
+	record, bad, cerr := c.enc.encode(rec, c.labelCol, c.cols)
 	if cerr != nil {
-		return bad(c.labelCol, c.plan.LabelSource, cerr), nil
-	}
-	r.label = label
-	for i, col := range c.cols {
-		if cerr := c.parser.feature(r, i, rec[col]); cerr != nil {
-			return bad(col, c.plan.Features[i].Source, cerr), nil
+		if bad < 0 {
+			return badValue(cr, name, rec, c.labelCol, c.plan.LabelSource, cerr), nil
 		}
+		return badValue(cr, name, rec, c.cols[bad], c.plan.Features[bad].Source, cerr), nil
 	}
-	c.buf = c.enc.append(c.buf[:0], r)
-	if err := c.shards[c.next].Write(c.buf); err != nil {
+	if err := c.shards[c.next].Write(record); err != nil {
 		return nil, fmt.Errorf("csvconvert: shard %d: %w", c.next, err)
 	}
 	c.next++
@@ -306,8 +287,14 @@ func (c *Converter) convertRow(cr *csv.Reader, name string, rec []string) (*RowE
 		c.next = 0
 	}
 	c.stats.Rows++
-	c.stats.RecordBytes += int64(len(c.buf)) + tfrecord.HeaderLen + tfrecord.FooterLen
+	c.stats.RecordBytes += int64(len(record)) + tfrecord.HeaderLen + tfrecord.FooterLen
 	return nil, nil
+}
+
+// badValue is the RowError of rec's cell col (of column, in name) being bad.
+func badValue(cr *csv.Reader, name string, rec []string, col int, column string, e *cellError) *RowError {
+	line, _ := cr.FieldPos(col)
+	return &RowError{File: name, Line: line, Column: column, Value: rec[col], Reason: e.reason}
 }
 
 func (c *Converter) maybeProgress() {

@@ -68,10 +68,9 @@ type Plan struct {
 	LabelApply func(float64) (float32, error)
 	Features   []Feature
 	// Hash turns a sparse_string value into its id (featureschema.HashString); needed for
-	// Monolith Examples, which hold fids.
+	// Monolith Examples, which hold fids (batch.FID of the slot and the id, the same as
+	// featureschema.FID).
 	Hash func(string) uint64
-	// FID makes a fid of slot and id; nil: batch.FID.
-	FID func(slot int, id uint64) uint64
 }
 
 // validate checks what the converter relies on; the schema loader checks the rest.

@@ -14,7 +14,6 @@ func PlanOf(s *featureschema.Schema) (*Plan, error) {
 		LabelSource: s.Label.SourceName(),
 		LabelApply:  s.Label.Apply,
 		Hash:        featureschema.HashString,
-		FID:         func(slot int, id uint64) uint64 { return featureschema.FID(slot, int64(id)) },
 	}
 	for _, f := range s.Features {
 		cf := Feature{
