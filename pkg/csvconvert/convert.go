@@ -125,7 +125,7 @@ func (c *Converter) ConvertFile(ctx context.Context, path string) error {
 	if magic, _ := br.Peek(2); strings.HasSuffix(path, ".gz") || bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		z, err := gzip.NewReader(br)
 		if err != nil {
-			return errkind.Wrap(errkind.Value, fmt.Errorf("csvconvert: %s: not a gzip file: %w", path, err))
+			return errkind.Wrap(errkind.Value, fmt.Errorf("%s: not a gzip file: %w", path, err))
 		}
 		defer z.Close()
 		r = z
@@ -141,7 +141,7 @@ func (c *Converter) Convert(ctx context.Context, name string, r io.Reader) error
 	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if err == io.EOF {
-		return errkind.New(errkind.Value, "csvconvert: %s is empty: the first row must be a header naming the columns", name)
+		return errkind.New(errkind.Value, "%s is empty: the first row must be a header naming the columns", name)
 	}
 	if err != nil {
 		return c.readError(name, err)
@@ -187,7 +187,7 @@ func (c *Converter) Convert(ctx context.Context, name string, r io.Reader) error
 // readError is an error reading name: a corrupt compressed stream is bad input, anything else a
 // failure at run time.
 func (c *Converter) readError(name string, err error) error {
-	err = fmt.Errorf("csvconvert: read %s: %w", name, err)
+	err = fmt.Errorf("%s: read: %w", name, err)
 	var ce flate.CorruptInputError
 	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce) {
 		return errkind.Wrap(errkind.Value, err)
@@ -204,7 +204,7 @@ func rowErrorOf(name string, header int, pe *csv.ParseError, rec []string) *RowE
 	if errors.Is(pe.Err, csv.ErrFieldCount) {
 		return &RowError{File: name, Line: pe.StartLine, Reason: fmt.Sprintf("the row has %d fields, the header has %d", len(rec), header)}
 	}
-	return &RowError{File: name, Line: pe.Line, Reason: fmt.Sprintf("column %d (byte): %v", pe.Column, pe.Err)}
+	return &RowError{File: name, Line: pe.Line, Col: pe.Column, Reason: pe.Err.Error()}
 }
 
 // badRow counts a bad row: skipped while MaxBadRows allows, else the conversion's error.
@@ -240,12 +240,12 @@ func (c *Converter) resolveColumns(name string, header []string) error {
 	}
 	find := func(col, what string) (int, error) {
 		if dups[col] {
-			return 0, errkind.New(errkind.Value, "csvconvert: %s: the header names column %q (%s) more than once", name, col, what)
+			return 0, errkind.New(errkind.Value, "%s: the header names column %q (%s) more than once", name, col, what)
 		}
 		if i, ok := index[col]; ok {
 			return i, nil
 		}
-		msg := fmt.Sprintf("csvconvert: %s: the header has no column %q (%s)", name, col, what)
+		msg := fmt.Sprintf("%s: the header has no column %q (%s)", name, col, what)
 		if c.opts.Suggest != nil {
 			if near := c.opts.Suggest(col, header); near != "" {
 				msg += fmt.Sprintf("; did you mean %q?", near)

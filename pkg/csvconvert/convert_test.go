@@ -181,6 +181,54 @@ func TestConvertDecodes(t *testing.T) {
 	}
 }
 
+// TestLongFields: fields of 128 bytes or more (many ids, long strings: lengths of several bytes,
+// laid out again), a name longer than a template's 32 bytes, and a cell longer than the
+// encoder's first buffer decode to their values in both kinds of Example.
+func TestLongFields(t *testing.T) {
+	long := strings.Repeat("a_feature_with_a_rather_long_name", 2)
+	s := mustSchema(t, `
+label: {source: label}
+features:
+  - {name: ids, kind: sparse_int, slot: 1}
+  - {name: words, kind: sparse_string, slot: 2}
+  - {name: `+long+`, kind: sparse_int, slot: 3}
+  - {name: wide, kind: dense, dim: 40}
+`)
+	var ids, words, wide []string
+	var wantFids []uint64
+	for i := range 300 {
+		ids = append(ids, fmt.Sprint(1000003*i))
+		wantFids = append(wantFids, fid(1, int64(1000003*i)))
+	}
+	for i := range 200 {
+		w := strings.Repeat(string(rune('a'+i%26)), 1+i%150)
+		words = append(words, w)
+		wantFids = append(wantFids, sfid(2, w))
+	}
+	huge := strings.Repeat("z", 10000)
+	words = append(words, huge)
+	wantFids = append(wantFids, sfid(2, huge), fid(3, 7))
+	var wantDense []float32
+	for i := range 40 {
+		wide = append(wide, fmt.Sprint(float32(i)/4))
+		wantDense = append(wantDense, float32(i)/4)
+	}
+	data := "label,ids,words," + long + ",wide\n" +
+		"1," + strings.Join(ids, ";") + "," + strings.Join(words, ";") + ",7," + strings.Join(wide, ";") + "\n" +
+		"0,5,x,8," + strings.Repeat("1;", 39) + "1\n"
+	ones := slices.Repeat([]float32{1}, 40)
+	for _, format := range []batch.Format{batch.TFExample, batch.Monolith} {
+		shards, _, err := convertCSV(t, s, "long.csv", data, 1, Options{Format: format})
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		checkBatch(t, decodeAll(t, s, format, shards[0].recs), []example{
+			{1, wantFids, wantDense},
+			{0, []uint64{fid(1, 5), sfid(2, "x"), fid(3, 8)}, ones},
+		})
+	}
+}
+
 // TestRecordContents: the records hold what the task says, read with the generated messages: the
 // raw label (not the rule's 0/1), strings as bytes_list (tf.train.Example) or hashed fids
 // (Monolith), features named by their source, an optional empty cell left out.

@@ -11,8 +11,9 @@ import (
 // RowError is a bad row: where it is, the column and the value at fault, and why.
 type RowError struct {
 	File string
-	// Line is the 1-based line of the value (of the row's start when the row as a whole is bad).
-	Line int
+	// Line is the 1-based line of the value (of the row's start when the row as a whole is bad);
+	// Col, when not 0, the byte in the line where encoding/csv found the quoting broken.
+	Line, Col int
 	// Column is the header name of the column at fault; "" when the row as a whole is bad.
 	Column string
 	// Value is the cell at fault.
@@ -21,7 +22,10 @@ type RowError struct {
 }
 
 func (e *RowError) Error() string {
-	if e.Column == "" {
+	switch {
+	case e.Col > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Reason)
+	case e.Column == "":
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Reason)
 	}
 	return fmt.Sprintf("%s:%d: column %q: value %q: %s", e.File, e.Line, e.Column, e.Value, e.Reason)
