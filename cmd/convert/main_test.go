@@ -93,7 +93,7 @@ func decode(t *testing.T, schema string, format batch.Format, recs [][]byte) *ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := csvconvert.Inputs(s, format)
+	in, err := s.Inputs(format)
 	if err != nil {
 		t.Fatal(err)
 	}

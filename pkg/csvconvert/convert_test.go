@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -73,7 +74,7 @@ func convertCSV(t testing.TB, s *featureschema.Schema, name, data string, n int,
 // decodeAll reads recs back as the trainer does.
 func decodeAll(t testing.TB, s *featureschema.Schema, format batch.Format, recs [][]byte) *batch.Batch {
 	t.Helper()
-	in, err := Inputs(s, format)
+	in, err := s.Inputs(format)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,5 +458,37 @@ func TestGzipInput(t *testing.T) {
 	}
 	if err := c.ConvertFile(context.Background(), cut); err == nil || !strings.Contains(err.Error(), "cut.csv.gz") {
 		t.Errorf("truncated gzip: %v", err)
+	}
+}
+
+// TestProgress: Progress is told the counts as rows are converted (here at every check, the
+// interval being a nanosecond), and Stats end with what was written.
+func TestProgress(t *testing.T) {
+	s := mustSchema(t, testSchema)
+	var b strings.Builder
+	b.WriteString("rating,user_id,genres,tags,price,emb\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "1,%d,a,1,1,1;2;3\n", i)
+		if i%1000 == 0 {
+			b.WriteString("1,x,a,1,1,1;2;3\n")
+		}
+	}
+	var calls []Stats
+	_, stats, err := convertCSV(t, s, "p.csv", b.String(), 2, Options{
+		MaxBadRows: 5, ProgressInterval: time.Nanosecond, Progress: func(s Stats) { calls = append(calls, s) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) == 0 {
+		t.Fatal("Progress was never called")
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i].Rows < calls[i-1].Rows || calls[i].RecordBytes < calls[i-1].RecordBytes {
+			t.Errorf("progress went back: %+v then %+v", calls[i-1], calls[i])
+		}
+	}
+	if stats.Rows != 3000 || stats.BadRows != 3 || stats.Files != 1 || stats.RecordBytes <= 3000*16 {
+		t.Errorf("stats %+v", stats)
 	}
 }

@@ -272,6 +272,13 @@ func (e *encoder) encode(rec []string, labelCol int, cols []int) ([]byte, int, *
 		}
 		switch f.kind {
 		case Dense:
+			if f.dim == 1 && f.oneNumber {
+				// One value, the common dense cell: here rather than in a call.
+				if v, ok := parseFloat32(cell); ok {
+					pos = putFloat(b, put32(b, pos, &f.head), v)
+					continue
+				}
+			}
 			pos, cerr = e.putDense(b, pos, f, cell)
 		case SparseInt:
 			pos, cerr = e.putIDs(b, pos, f, cell)
@@ -394,13 +401,24 @@ func (e *encoder) putIDs(b []byte, pos int, f *encFeature, cell string) (int, *c
 		}
 		j += n
 		if j == len(cell) {
-			return e.closeSparse(b, at, values, pos, f), nil
+			break
 		}
 		if int(cell[j]) != f.sepByte {
 			return e.putIDsSlow(b, at, f, cell)
 		}
 		j++
 	}
+	// closeSparse's patch of a packed list, here rather than in a call.
+	p, k := pos-values, len(f.key)
+	if entry := k + p + 6; entry < 0x80 {
+		h := b[at : at+k+8]
+		h[1] = byte(entry)
+		h[k+3] = byte(p + 4)
+		h[k+5] = byte(p + 2)
+		h[k+7] = byte(p)
+		return pos, nil
+	}
+	return e.relayout(b, at, values, pos, f), nil
 }
 
 // putIDsSlow is putIDs for any cell: spaces around the ids, signs, a separator of several bytes.
