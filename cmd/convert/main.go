@@ -17,8 +17,10 @@
 // of the wrong number of values) fails here naming file:line, the column and the value, rather
 // than in training. --max_bad_rows=N skips up to N of them (each logged, all counted).
 //
-// An optional feature's empty cell leaves the feature out of the record: the trainer's decoder
-// then uses the schema's default, so the schema stays the one place defaults are stated.
+// A cell may hold several values split by the feature's separator (";" unless the schema names
+// one); spaces around values are dropped, an empty item ("1;;2") is a bad row. An optional
+// feature's empty cell leaves the feature out of the record: the trainer's decoder then uses the
+// schema's default, so the schema stays the one place defaults are stated.
 //
 // Nothing half-written is left behind: the shards are written as hidden temporary files of
 // --output and renamed into place only when every input converted; on failure they are removed
@@ -26,7 +28,9 @@
 // part-*.tfrecord files is refused unless --overwrite, which replaces them once the new shards are
 // complete (and removes old parts no new one replaced, e.g. of another shard count).
 //
-// A progress line is logged on stderr every --progress_interval; the summary goes to stdout.
+// A progress line is logged on stderr every --progress_interval (rows, rows/s, bad rows, record
+// bytes before compression); the summary (rows written, bad rows, files and their bytes) goes to
+// stdout.
 //
 // Exit status: 0 after converting, 2 for a bad command line or bad input (schema, patterns, a
 // missing column, bad rows, an --output with part files), 1 for a failure at run time.

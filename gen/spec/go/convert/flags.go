@@ -17,6 +17,6 @@ type ConvertFlags struct {
 	Compression      string        `name:"compression" help:"Compression of the output files: \"\" (none), GZIP or ZLIB (TFRecord compression types; read them with the same type)." default:""`
 	MaxBadRows       int           `name:"max_bad_rows" help:"How many bad rows (wrong column count, a value that does not parse, a bad label, an empty required cell) to skip, counted and reported, before failing; 0: the first bad row fails the conversion. (default: ${default})" default:"0"`
 	Overwrite        bool          `name:"overwrite" help:"Replace the part-*.tfrecord files --output already holds (the new ones are renamed over them once all are complete; old ones the new set does not replace are then removed). Without it such files are an error. (default: ${default})" default:"false"`
-	ProgressInterval time.Duration `name:"progress_interval" help:"How often a progress line (rows, rows/s, bad rows, bytes written) is logged; 0: never. (default: ${default})" default:"2s"`
+	ProgressInterval time.Duration `name:"progress_interval" help:"How often a progress line is logged on stderr (rows written, rows/s, bad rows, record_bytes: the TFRecord bytes written, before compression); 0: never. (default: ${default})" default:"2s"`
 	LogLevel         string        `name:"log_level" help:"Least level of the log on stderr. (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
