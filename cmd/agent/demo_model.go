@@ -164,7 +164,7 @@ func trainDemoModel(ctx context.Context, modelDir, exportBase string, log *slog.
 		return fmt.Errorf("save the checkpoint: %w", err)
 	}
 	res, err := export.Export(ctx, export.Options{ModelDir: modelDir, ExportBase: exportBase,
-		Spec: export.SpecFromDNN(model.Config(), g.Schema().Dense), NumPS: demoNumPS, Keep: 1, Log: quiet})
+		Spec: export.SpecFromDNN(model.Config(), g.Schema()), NumPS: demoNumPS, Keep: 1, Log: quiet})
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

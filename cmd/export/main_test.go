@@ -215,7 +215,7 @@ func TestExportRecordedSpec(t *testing.T) {
 	}
 	base := filepath.Join(t.TempDir(), "exported", "ctr")
 	r := runExport("--model_dir="+modelDir, "--export_base="+base, "--embedding_buckets=0")
-	if r.code != 2 || !strings.Contains(r.stderr, `--embedding_buckets: another model than the one trained (`+filepath.Join(modelDir, "model_spec.json")+`): sparse feature "slot_1": {Name:slot_1 Slot:1 Table:slot_1 Dim:8 Pooling:sum Buckets:0}, not {Name:slot_1 Slot:1 Table:slot_1 Dim:8 Pooling:mean Buckets:50}`) {
+	if r.code != 2 || !strings.Contains(r.stderr, `--embedding_buckets: another model than the one trained (`+filepath.Join(modelDir, "model_spec.json")+`): sparse feature "slot_1": {Name:slot_1 Slot:1 Table:slot_1 Dim:8 Pooling:sum Default:[] Buckets:0}, not {Name:slot_1 Slot:1 Table:slot_1 Dim:8 Pooling:mean Default:[] Buckets:50}`) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if _, err := os.Stat(base); !os.IsNotExist(err) {

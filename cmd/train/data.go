@@ -53,7 +53,11 @@ func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Opti
 	tr := job.Files{Name: "--train_data", Paths: train, Epochs: f.Epochs, BatchSize: f.BatchSize, Inputs: &in, Options: opts,
 		ShuffleBuffer: f.ShuffleBuffer, Seed: uint64(f.Seed)}
 	ev := job.Files{Name: "--eval_data", Paths: eval, Epochs: 1, BatchSize: f.BatchSize, Inputs: &in, Options: opts}
-	return input{train: tr, eval: ev, features: fs, schema: fs.BatchSchema()}, nil
+	schema, err := fs.BatchSchema()
+	if err != nil {
+		return input{}, cli.Usage(err)
+	}
+	return input{train: tr, eval: ev, features: fs, schema: schema}, nil
 }
 
 // checkRecords reads the first records of the training and evaluation files (every file's first,

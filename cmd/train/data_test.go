@@ -380,7 +380,7 @@ func TestTrainOnYourData(t *testing.T) {
 	if !strings.Contains(r.stdout, "stopped step=90 examples=9000 by --epochs=3: the training input ran out\n") {
 		t.Errorf("no line says what stopped the run:\n%s", r.stdout)
 	}
-	if !strings.Contains(r.stdout, "features     label <- rating (1 if value >= 4, else 0); user (slot 1), item (slot 2), genre (slot 3), price (1 floats)") {
+	if !strings.Contains(r.stdout, "features     label <- rating (1 if value >= 4, else 0); user (slot 1), item (slot 2), genre (slot 3), price (dense, dim 1)") {
 		t.Errorf("the features are not described:\n%s", r.stdout)
 	}
 	auc, _, steps := r.final(t)

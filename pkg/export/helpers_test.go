@@ -58,7 +58,7 @@ func newJob(t testing.TB, numPS int, hidden []int) *job {
 	}
 	t.Cleanup(ij.Close)
 	j := &job{t: t, gen: ij.Gen, model: ij.Model, router: ij.Router, modelDir: modelDir, input: ij.Gen.Stream(1)}
-	j.spec = SpecFromDNN(j.model.Config(), j.gen.Schema().Dense)
+	j.spec = SpecFromDNN(j.model.Config(), j.gen.Schema())
 	if j.cp, err = ckptdir.Open(ckptdir.Options{Dir: j.modelDir, MaxToKeep: 100, Log: quiet}); err != nil {
 		t.Fatal(err)
 	}

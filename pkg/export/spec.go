@@ -39,6 +39,9 @@ type SparseFeature struct {
 	Table   string `json:"table"`
 	Dim     int    `json:"dim"`
 	Pooling string `json:"pooling"`
+	// Default are the fids of an example that lacks the feature (a schema's optional feature);
+	// none: no ids.
+	Default []uint64 `json:"default,omitempty"`
 	// Buckets is the number of buckets the feature's ids are hashed into before the table (0:
 	// none, collisionless); serving hashes them as training did.
 	Buckets uint64 `json:"buckets,omitempty"`
@@ -48,11 +51,14 @@ type SparseFeature struct {
 type DenseFeature struct {
 	Name string `json:"name"`
 	Dim  int    `json:"dim"`
+	// Default is the value of an example that lacks the feature (a schema's optional feature);
+	// none: it must have it.
+	Default []float32 `json:"default,omitempty"`
 }
 
-// SpecFromDNN is the spec of a dnn model of configuration cfg (Model.Config) over examples with the
-// dense features dense.
-func SpecFromDNN(cfg dnn.Config, dense []batch.DenseFeature) ModelSpec {
+// SpecFromDNN is the spec of a dnn model of configuration cfg (Model.Config) over examples of
+// schema (its dense features and the features' defaults).
+func SpecFromDNN(cfg dnn.Config, schema batch.Schema) ModelSpec {
 	s := ModelSpec{Model: ModelDNN, Interaction: string(cfg.Interaction), Hidden: slices.Clone(cfg.Hidden)}
 	if s.Interaction == "" {
 		s.Interaction = string(dnn.Dot)
@@ -68,10 +74,11 @@ func SpecFromDNN(cfg dnn.Config, dense []batch.DenseFeature) ModelSpec {
 		if pooling == "" {
 			pooling = string(dnn.Sum)
 		}
-		s.SparseFeatures = append(s.SparseFeatures, SparseFeature{Name: f.Name, Slot: f.Slot, Table: table, Dim: f.Dim, Pooling: pooling, Buckets: f.Buckets})
+		s.SparseFeatures = append(s.SparseFeatures, SparseFeature{Name: f.Name, Slot: f.Slot, Table: table, Dim: f.Dim, Pooling: pooling,
+			Default: slices.Clone(schema.SparseDefault[f.Name]), Buckets: f.Buckets})
 	}
-	for _, d := range dense {
-		s.DenseFeatures = append(s.DenseFeatures, DenseFeature{Name: d.Name, Dim: d.Dim})
+	for _, d := range schema.Dense {
+		s.DenseFeatures = append(s.DenseFeatures, DenseFeature{Name: d.Name, Dim: d.Dim, Default: slices.Clone(d.Default)})
 	}
 	return s
 }
@@ -94,10 +101,16 @@ func (s ModelSpec) DNNConfig() dnn.Config {
 func (s ModelSpec) Schema() batch.Schema {
 	var sc batch.Schema
 	for _, d := range s.DenseFeatures {
-		sc.Dense = append(sc.Dense, batch.DenseFeature{Name: d.Name, Dim: d.Dim})
+		sc.Dense = append(sc.Dense, batch.DenseFeature{Name: d.Name, Dim: d.Dim, Default: slices.Clone(d.Default)})
 	}
 	for _, f := range s.SparseFeatures {
 		sc.Sparse = append(sc.Sparse, f.Name)
+		if f.Default != nil {
+			if sc.SparseDefault == nil {
+				sc.SparseDefault = map[string][]uint64{}
+			}
+			sc.SparseDefault[f.Name] = slices.Clone(f.Default)
+		}
 	}
 	return sc
 }

@@ -17,7 +17,7 @@ import (
 // earlier exports read the same).
 func TestSpecBuckets(t *testing.T) {
 	cfg := dnn.Config{Features: []dnn.Feature{{Name: "user", Slot: 1, Dim: 4, Buckets: 1000}, {Name: "item", Slot: 2, Dim: 4}}, DenseDim: 1}
-	spec := SpecFromDNN(cfg, []batch.DenseFeature{{Name: "price", Dim: 1}})
+	spec := SpecFromDNN(cfg, batch.Schema{Dense: []batch.DenseFeature{{Name: "price", Dim: 1}}})
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestSpecFile(t *testing.T) {
 		t.Fatalf("no file: found %v, %v", found, err)
 	}
 	cfg := dnn.Config{Features: []dnn.Feature{{Name: "user", Slot: 1, Dim: 4, Buckets: 10}}, DenseDim: 0}
-	spec := SpecFromDNN(cfg, nil)
+	spec := SpecFromDNN(cfg, batch.Schema{})
 	if err := WriteSpecFile(dir, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +55,9 @@ func TestSpecFile(t *testing.T) {
 	if err != nil || !found || SpecDiff(got, spec) != "" {
 		t.Fatalf("read back %+v, %v, %v", got, found, err)
 	}
-	other := SpecFromDNN(dnn.Config{Features: []dnn.Feature{{Name: "user", Slot: 1, Dim: 4, Pooling: dnn.Mean}}, Hidden: []int{}}, nil)
+	other := SpecFromDNN(dnn.Config{Features: []dnn.Feature{{Name: "user", Slot: 1, Dim: 4, Pooling: dnn.Mean}}, Hidden: []int{}}, batch.Schema{})
 	other.Hidden = spec.Hidden
-	if d := SpecDiff(other, spec); d != `sparse feature "user": {Name:user Slot:1 Table:user Dim:4 Pooling:mean Buckets:0}, not {Name:user Slot:1 Table:user Dim:4 Pooling:sum Buckets:10}` {
+	if d := SpecDiff(other, spec); d != `sparse feature "user": {Name:user Slot:1 Table:user Dim:4 Pooling:mean Default:[] Buckets:0}, not {Name:user Slot:1 Table:user Dim:4 Pooling:sum Default:[] Buckets:10}` {
 		t.Errorf("SpecDiff = %q", d)
 	}
 	if err := os.WriteFile(filepath.Join(dir, SpecFile), []byte("{not json"), 0o644); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
@@ -68,7 +69,7 @@ func SpecDiff(got, want ModelSpec) string {
 			return fmt.Sprintf("no dense feature %q", want.DenseFeatures[i].Name)
 		case i >= len(want.DenseFeatures):
 			return fmt.Sprintf("dense feature %q too many", got.DenseFeatures[i].Name)
-		case got.DenseFeatures[i] != want.DenseFeatures[i]:
+		case !reflect.DeepEqual(got.DenseFeatures[i], want.DenseFeatures[i]):
 			return fmt.Sprintf("dense feature %d: %+v, not %+v", i, got.DenseFeatures[i], want.DenseFeatures[i])
 		}
 	}
@@ -78,7 +79,7 @@ func SpecDiff(got, want ModelSpec) string {
 			return fmt.Sprintf("no sparse feature %q", want.SparseFeatures[i].Name)
 		case i >= len(want.SparseFeatures):
 			return fmt.Sprintf("sparse feature %q too many", got.SparseFeatures[i].Name)
-		case got.SparseFeatures[i] != want.SparseFeatures[i]:
+		case !reflect.DeepEqual(got.SparseFeatures[i], want.SparseFeatures[i]):
 			g, w := got.SparseFeatures[i], want.SparseFeatures[i]
 			if g.Name != w.Name {
 				return fmt.Sprintf("sparse feature %d: %q, not %q", i, g.Name, w.Name)

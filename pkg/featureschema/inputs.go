@@ -53,14 +53,25 @@ func (s *Schema) Inputs(format batch.Format) (batch.Inputs, error) {
 }
 
 // BatchSchema is the model's view of the schema: the dense features in order (the dense row) and
-// the sparse features' names (in the order of a batch's fids).
-func (s *Schema) BatchSchema() batch.Schema {
+// the sparse features' names (in the order of a batch's fids), with the optional features'
+// defaults, which the export keeps so that serving fills in what training did.
+func (s *Schema) BatchSchema() (batch.Schema, error) {
+	in, err := s.Inputs(batch.Monolith)
+	if err != nil {
+		return batch.Schema{}, err
+	}
 	var out batch.Schema
-	for _, f := range s.Dense() {
-		out.Dense = append(out.Dense, batch.DenseFeature{Name: f.Name, Dim: f.DenseDim()})
+	for _, d := range in.Dense {
+		out.Dense = append(out.Dense, batch.DenseFeature{Name: d.Name, Dim: d.Dim, Default: d.Default})
 	}
-	for _, f := range s.Sparse() {
+	for _, f := range in.Sparse {
 		out.Sparse = append(out.Sparse, f.Name)
+		if f.Optional && f.Default != nil {
+			if out.SparseDefault == nil {
+				out.SparseDefault = map[string][]uint64{}
+			}
+			out.SparseDefault[f.Name] = f.Default
+		}
 	}
-	return out
+	return out, nil
 }

@@ -56,8 +56,13 @@ features:
 	if b.Labels[0] != 1 || !slices.Equal(b.Fids[0], want) || !slices.Equal(b.Dense, []float32{1, 2, 30}) {
 		t.Fatalf("batch %+v, want label 1, fids %v, dense [1 2 30]", b, want)
 	}
-	bs := s.BatchSchema()
-	if !slices.Equal(bs.Sparse, []string{"user", "genre"}) || len(bs.Dense) != 2 || bs.DenseDim() != 3 {
+	bs, err := s.BatchSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(bs.Sparse, []string{"user", "genre"}) || len(bs.Dense) != 2 || bs.DenseDim() != 3 ||
+		!slices.Equal(bs.Dense[1].Default, []float32{30}) || bs.Dense[0].Default != nil ||
+		!slices.Equal(bs.SparseDefault["genre"], []uint64{FID(2, StringID("unknown"))}) || bs.SparseDefault["user"] != nil {
 		t.Fatalf("batch schema %+v", bs)
 	}
 }

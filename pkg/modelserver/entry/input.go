@@ -112,6 +112,9 @@ func (r *inputReader) batch(exs []example) (*batch.Batch, error) {
 	for i, ex := range exs {
 		for _, d := range r.spec.DenseFeatures {
 			v, ok := ex.floats[d.Name]
+			if !ok && d.Default != nil {
+				v, ok = d.Default, true
+			}
 			if !ok {
 				return nil, errkind.New(errkind.Value, "example %d has no float feature %q (the model's dense features: %s)", i, d.Name, denseNames(r.spec))
 			}
@@ -121,7 +124,11 @@ func (r *inputReader) batch(exs []example) (*batch.Batch, error) {
 			b.Dense = append(b.Dense, v...)
 		}
 		for _, f := range r.spec.SparseFeatures {
-			b.Fids[i] = append(b.Fids[i], ex.fids[f.Name]...)
+			fids, ok := ex.fids[f.Name]
+			if !ok {
+				fids = f.Default
+			}
+			b.Fids[i] = append(b.Fids[i], fids...)
 		}
 	}
 	return b, nil

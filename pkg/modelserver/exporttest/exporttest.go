@@ -61,7 +61,7 @@ func NewJob(t testing.TB, numPS int, hidden []int) *Job {
 	for _, r := range ij.Servers {
 		j.PS = append(j.PS, r.Server)
 	}
-	j.Spec = export.SpecFromDNN(j.Model.Config(), j.Gen.Schema().Dense)
+	j.Spec = export.SpecFromDNN(j.Model.Config(), j.Gen.Schema())
 	if j.cp, err = ckptdir.Open(ckptdir.Options{Dir: j.modelDir, MaxToKeep: 100, Log: quiet}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,14 +18,21 @@ import (
 type DenseFeature struct {
 	Name string
 	Dim  int
+	// Default (Dim values) is the value of an example that lacks the feature; nil: it must have
+	// it.
+	Default []float32
 }
 
 // Schema names the features a batch holds.
 type Schema struct {
 	// Dense features are concatenated, in this order, into each example's dense row.
 	Dense []DenseFeature
-	// Sparse are fid_v2_list features; an example may lack any of them (no ids).
+	// Sparse are fid_v2_list features; an example may lack any of them: no ids, or
+	// SparseDefault's.
 	Sparse []string
+	// SparseDefault are the fids of an example that lacks a sparse feature, by name (a schema's
+	// optional features' defaults).
+	SparseDefault map[string][]uint64
 }
 
 // DenseDim is the length of an example's dense row.
@@ -73,6 +80,10 @@ func (s Schema) Append(b *Batch, ex *examplepb.Example) error {
 	n := len(b.Dense)
 	for _, d := range s.Dense {
 		f, ok := feats[d.Name]
+		if !ok && d.Default != nil {
+			b.Dense = append(b.Dense, d.Default...)
+			continue
+		}
 		if !ok || f.GetFloatList() == nil {
 			b.Dense = b.Dense[:n]
 			return errkind.New(errkind.Value, "batch: example has no float_list feature %q", d.Name)
@@ -88,6 +99,8 @@ func (s Schema) Append(b *Batch, ex *examplepb.Example) error {
 	for _, name := range s.Sparse {
 		if f, ok := feats[name]; ok {
 			fids = append(fids, f.GetFidV2List().GetValue()...)
+		} else {
+			fids = append(fids, s.SparseDefault[name]...)
 		}
 	}
 	b.Labels = append(b.Labels, ex.GetLabel()[0])

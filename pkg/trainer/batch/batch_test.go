@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func fids(name string, v ...uint64) *examplepb.NamedFeature {
 	return &examplepb.NamedFeature{Name: name, Feature: &examplepb.Feature{Type: &examplepb.Feature_FidV2List{FidV2List: &examplepb.FidList{Value: v}}}}
 }
 
-var schema = Schema{Dense: []DenseFeature{{"a", 2}, {"b", 1}}, Sparse: []string{"s1", "s2"}}
+var schema = Schema{Dense: []DenseFeature{{Name: "a", Dim: 2}, {Name: "b", Dim: 1}}, Sparse: []string{"s1", "s2"}}
 
 func TestAppend(t *testing.T) {
 	tests := []struct {
@@ -174,4 +175,18 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestAppendDefaults: a schema's defaults stand in for the features an example lacks (what the
+// trainer's decoder gave the same example, as the export keeps them for serving).
+func TestAppendDefaults(t *testing.T) {
+	s := Schema{Dense: []DenseFeature{{Name: "a", Dim: 2, Default: []float32{7, 8}}}, Sparse: []string{"s1", "s2"},
+		SparseDefault: map[string][]uint64{"s2": {2<<48 | 9}}}
+	b := &Batch{}
+	if err := s.Append(b, &examplepb.Example{Label: []float32{1}, NamedFeature: []*examplepb.NamedFeature{fids("s1", 1<<48|3)}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b.Dense, []float32{7, 8}) || !slices.Equal(b.Fids[0], []uint64{1<<48 | 3, 2<<48 | 9}) {
+		t.Fatalf("batch %+v", b)
+	}
 }

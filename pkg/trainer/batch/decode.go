@@ -780,7 +780,7 @@ func (in Inputs) Describe() string {
 		parts = append(parts, fmt.Sprintf("%s (slot %d)", s.Name, s.Slot))
 	}
 	for _, f := range in.Dense {
-		parts = append(parts, fmt.Sprintf("%s (%d floats)", f.Name, f.Dim))
+		parts = append(parts, fmt.Sprintf("%s (dense, dim %d)", f.Name, f.Dim))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -33,7 +33,7 @@ func exportListeners(cfg Config, w *worker, r role, stdout io.Writer, log *slog.
 	if ex.Dir == "" || w == nil || !r.chief() {
 		return nil, nil
 	}
-	o := export.Options{ModelDir: rc.ModelDir, ExportBase: ex.Dir, Spec: export.SpecFromDNN(w.model.Config(), cfg.Schema.Dense),
+	o := export.Options{ModelDir: rc.ModelDir, ExportBase: ex.Dir, Spec: export.SpecFromDNN(w.model.Config(), cfg.Schema),
 		Keep: ex.Keep, Log: log}
 	if rc.DeepInsightName != nil {
 		o.ModelName = *rc.DeepInsightName

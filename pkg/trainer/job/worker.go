@@ -112,7 +112,7 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 	st.Watch(w.model)
 	fmt.Fprintf(stdout, "  model        %v, %s\n", w.model, r)
 	if r.chief() {
-		if err := recordSpec(rc.ModelDir, export.SpecFromDNN(w.model.Config(), cfg.Schema.Dense)); err != nil {
+		if err := recordSpec(rc.ModelDir, export.SpecFromDNN(w.model.Config(), cfg.Schema)); err != nil {
 			return nil, err
 		}
 		w.checkpointer = dnnckpt.NewTables(cp, rc.ModelDir, w.router, log)
