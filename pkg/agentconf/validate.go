@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monolith-go/monolith/gen/spec/agent_service/utils"
+	"github.com/monolith-go/monolith/pkg/didyoumean"
 	"github.com/monolith-go/monolith/pkg/errkind"
 )
 
@@ -82,7 +83,7 @@ func suggestKey(key string, known []string) string {
 		if abs(len(key)-len(k)) > limit {
 			continue // the distance is at least the length difference
 		}
-		if d := editDistance(key, k); d < bestD {
+		if d := didyoumean.Distance(key, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -94,32 +95,6 @@ func abs(n int) int {
 		return -n
 	}
 	return n
-}
-
-// editDistance is the optimal string alignment distance: insertions, deletions, substitutions and
-// transpositions of adjacent bytes each cost 1 (agent_versoin is 1 from agent_version).
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // ValidateZKNodeName checks that name can be one ZooKeeper node name (ZooKeeper's PathUtils rules):

@@ -235,15 +235,7 @@ func TestRepeatedLayoutFilters(t *testing.T) {
 	}
 }
 
-func TestEditDistanceAndSuggestion(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "abc", 0}, {"agent_versoin", "agent_version", 1}, {"num_ps", "num_pss", 1}, {"kitten", "sitting", 3}, {"", "abc", 3}} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
+func TestSuggestKey(t *testing.T) {
 	known := knownKeys()
 	for key, want := range map[string]string{"agent_versoin": "agent_version", "bzd": "bzid", "zk_server": "zk_servers", "foo_bar": "", "x": ""} {
 		if got := suggestKey(key, known); got != want {

@@ -1,51 +1,8 @@
 package featureschema
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "github.com/monolith-go/monolith/pkg/didyoumean"
 
-// Suggest returns the candidate that name is most likely a typo of, or "" when none is near:
-// the nearest by case-insensitive optimal string alignment distance (insertions, deletions,
-// substitutions and swaps of neighbours), if it is at most a third of name's length (at least 1)
-// and fewer than name's length. Ties go to the earlier candidate. The schema decoder's
-// "did you mean" for keys and values uses the same rule, and so does the trainer for a schema
-// feature that never appears in the data.
-func Suggest(name string, candidates []string) string {
-	best, bestDist := "", -1
-	lower := strings.ToLower(name)
-	for _, c := range candidates {
-		if d := distance(lower, strings.ToLower(c)); bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	n := utf8.RuneCountInString(name)
-	if bestDist < 0 || bestDist > max(1, (n+2)/3) || bestDist >= n {
-		return ""
-	}
-	return best
-}
-
-// distance is the optimal string alignment distance of a and b, in runes.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev2, prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1), make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(rb)]
-}
+// Suggest returns the candidate that name is most likely a typo of, or "" when none is near
+// (didyoumean.Suggest). The schema decoder's "did you mean" for keys and values uses the same
+// rule, and so does the trainer for a feature the records do not have.
+func Suggest(name string, candidates []string) string { return didyoumean.Suggest(name, candidates) }
