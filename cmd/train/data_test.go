@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"math"
@@ -17,7 +18,10 @@ import (
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	tfexamplepb "github.com/monolith-go/monolith/gen/pb/tensorflow/core/example"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/dataset"
+	"github.com/monolith-go/monolith/pkg/hooks/runhook"
+	"github.com/monolith-go/monolith/pkg/trainenv"
 )
 
 // rating is one row of the ratings data of these tests: a user rates an item of a genre at a
@@ -457,5 +461,54 @@ func TestBucketsAndSeeds(t *testing.T) {
 	a, b, c := run("seed5a", "--seed=5"), run("seed5b", "--seed=5"), run("seed6", "--seed=6")
 	if a != b || a == c {
 		t.Errorf("seed 5: %v and %v, seed 6: %v: want seed 5 to repeat and 6 to differ", a, b, c)
+	}
+}
+
+// cancelAt cancels the command's context (as SIGTERM does) after step n.
+type cancelAt struct {
+	runhook.Base
+	n      int64
+	cancel context.CancelFunc
+}
+
+func (h *cancelAt) AfterRun(_ context.Context, rc *runhook.RunContext) error {
+	if rc.Step+1 == h.n {
+		h.cancel()
+	}
+	return nil
+}
+
+// TestSignalStopsInOrder: a signal while training ends the run at a step's end with a final
+// checkpoint of that step, an evaluation and exit status 0; a run restored from it goes on.
+func TestSignalStopsInOrder(t *testing.T) {
+	leakcheck.Check(t)
+	modelDir := filepath.Join(t.TempDir(), "m")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncbuf.Buffer
+	args := withArgs(dnnSmall, "--epochs=50", "--model_dir="+modelDir)
+	code := run(ctx, args, &stdout, &stderr, deps{env: trainenv.Env{}, setenv: func(string, string) error { return nil },
+		hooks: []runhook.Hook{&cancelAt{n: 5, cancel: cancel}}})
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	m := regexp.MustCompile(`(?m)^stopped step=(\d+) examples=\d+ by a signal: the final checkpoint is saved$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no stop line:\n%s", stdout.String())
+	}
+	step, _ := strconv.Atoi(m[1])
+	if step < 5 || step >= 400 {
+		t.Fatalf("stopped at step %d, want soon after 5 (of 400)", step)
+	}
+	if _, err := os.Stat(filepath.Join(modelDir, fmt.Sprintf("model.ckpt-%d.index", step))); err != nil {
+		t.Fatalf("no final checkpoint of step %d: %v", step, err)
+	}
+	r := result{code: code, stdout: stdout.String()}
+	if _, _, steps := r.final(t); steps != int64(step) {
+		t.Errorf("evaluated step %d, stopped at %d", steps, step)
+	}
+	again := runOK(t, withArgs(dnnSmall, "--epochs=50", "--steps=3", "--model_dir="+modelDir)...)
+	if _, _, steps := again.final(t); steps != int64(step)+3 {
+		t.Errorf("the restored run ended at step %d, want %d", steps, step+3)
 	}
 }

@@ -52,6 +52,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
 	exporthooksspec "github.com/monolith-go/monolith/gen/spec/native_training/model_export/export_hooks"
@@ -89,6 +91,8 @@ type deps struct {
 	setenv func(name, value string) error
 	// hooks run in the training loop after the job's own (tests watch the run through them).
 	hooks []runhook.Hook
+	// stop, closed, stops the training in order (job.Config.Stop).
+	stop <-chan struct{}
 }
 
 func main() {
@@ -107,8 +111,63 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		if d.setenv == nil {
 			d.setenv = os.Setenv
 		}
-		return cli.OneLine(classify(train(ctx, c, cli.FlagGiven(args, "discovery_type"), stdout, log, d)))
+		o := newOrderly(ctx, c.StopGrace)
+		defer o.release()
+		d.hooks = append(d.hooks, o.startedHook())
+		d.stop = o.stop
+		return cli.OneLine(classify(train(o.ctx, c, cli.FlagGiven(args, "discovery_type"), stdout, log, d)))
 	})
+}
+
+// orderly turns the first signal (the cancellation of the command's context) into an orderly
+// stop: once training has begun, it ends at the step's end with a final checkpoint (stop closes),
+// and the run's context is cancelled only if that takes longer than grace; before training
+// begins, the signal cancels the run at once.
+type orderly struct {
+	ctx     context.Context
+	stop    chan struct{}
+	started atomic.Bool
+	release func()
+}
+
+func newOrderly(signalled context.Context, grace time.Duration) *orderly {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(signalled))
+	o := &orderly{ctx: ctx, stop: make(chan struct{})}
+	done := make(chan struct{})
+	o.release = func() { close(done); cancel() }
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-signalled.Done():
+		}
+		close(o.stop)
+		if !o.started.Load() {
+			cancel()
+			return
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-done:
+		}
+	}()
+	return o
+}
+
+// startedHook marks the training begun.
+func (o *orderly) startedHook() runhook.Hook { return &startedHook{o: o} }
+
+type startedHook struct {
+	runhook.Base
+	o *orderly
+}
+
+func (h *startedHook) AfterCreateSession(context.Context, *runhook.Session) error {
+	h.o.started.Store(true)
+	return nil
 }
 
 // classify makes the job's errors of its settings and of its input usage errors (exit status 2);
@@ -219,7 +278,7 @@ func jobConfig(c cmdFlags, rc *runconfig.RunnerConfig, d deps) job.Config {
 		Logreg:         job.LogregConfig{Optimizer: f.Optimizer, LearningRate: f.LearningRate, HashBuckets: f.HashBuckets},
 		Export:         job.ExportConfig{Dir: ex.ExportDir, Every: ex.ExportEvery, Keep: ex.ExportKeep},
 		ControllerAddr: f.ControllerAddr, StatusAddr: f.StatusAddr, DiscoveryTimeout: f.DiscoveryTimeout,
-		Hooks: d.hooks,
+		Hooks: d.hooks, Stop: d.stop,
 	}
 }
 

@@ -118,6 +118,7 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		if err != nil {
 			return err
 		}
+		hooks = append(hooks, &stopHook{stop: cfg.Stop, tr: trk})
 		if r.chief() {
 			hooks = append(hooks, &evalHook{est: est, input: evalInput, steps: int64(cfg.EvalSteps), every: int64(cfg.EvalEverySteps), tr: trk, out: stdout})
 		}
@@ -260,6 +261,8 @@ func printStop(out io.Writer, cfg Config, trk *tracker, step, maxSteps int64) {
 		epochs = fmt.Sprintf("--epochs=%d", e.EpochCount())
 	}
 	switch {
+	case trk.stopped():
+		fmt.Fprintf(out, "stopped step=%d%s by a signal: the final checkpoint is saved\n", step, examples)
 	case trk.inputEnded() && limit != "":
 		fmt.Fprintf(out, "stopped step=%d%s by %s: the training input ran out before %s\n", step, examples, epochs, limit)
 	case trk.inputEnded():
@@ -269,4 +272,21 @@ func printStop(out io.Writer, cfg Config, trk *tracker, step, maxSteps int64) {
 	default:
 		fmt.Fprintf(out, "stopped step=%d%s\n", step, examples)
 	}
+}
+
+// stopHook ends the training loop after the step in progress once stop is closed.
+type stopHook struct {
+	runhook.Base
+	stop <-chan struct{}
+	tr   *tracker
+}
+
+func (h *stopHook) AfterRun(_ context.Context, rc *runhook.RunContext) error {
+	select {
+	case <-h.stop:
+		h.tr.stop()
+		rc.RequestStop()
+	default:
+	}
+	return nil
 }

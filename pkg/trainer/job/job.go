@@ -96,6 +96,10 @@ type Config struct {
 
 	// Hooks run in the training loop after the job's own (tests watch the run through them).
 	Hooks []runhook.Hook
+	// Stop, when closed, ends the training at the end of the step in progress, as the end of its
+	// input would: the final checkpoint is saved and the run evaluates and returns as usual (a
+	// signal's orderly stop; nil: never).
+	Stop <-chan struct{}
 }
 
 // DNNConfig is the dnn model's and its parameter servers' settings.

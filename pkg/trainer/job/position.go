@@ -31,6 +31,7 @@ type tracker struct {
 	lastEndsEpoch                  int  // of the last batch taken (0: it ended none)
 	lastEpoch                      int  // the epoch of the last batch taken's last example
 	ended                          bool // the input ran out
+	signalled                      bool // Config.Stop ended the training
 }
 
 func newTracker() *tracker { return &tracker{restoredExamples: -1} }
@@ -89,6 +90,20 @@ func (t *tracker) endedEpoch() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lastEndsEpoch
+}
+
+// stop records that Config.Stop ended the training.
+func (t *tracker) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.signalled = true
+}
+
+// stopped reports whether Config.Stop ended the training.
+func (t *tracker) stopped() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.signalled
 }
 
 // inputEnded reports whether the input ran out.
