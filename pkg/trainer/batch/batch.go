@@ -58,6 +58,11 @@ type Batch struct {
 	EndsEpoch int
 	// Epoch is, on a Stream's batch, the epoch (from 1) of its last example.
 	Epoch int
+	// Position is, on a batch of a stream source (Kafka), where the source is once the batch
+	// is trained on (the next offset of each partition), as JSON: what a checkpoint records so
+	// that a restored run reads on from there. Nil for files (their position is an example
+	// count).
+	Position []byte
 }
 
 // Size is the number of examples.

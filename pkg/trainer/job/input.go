@@ -35,6 +35,9 @@ type Position struct {
 	// own input); -1 when the checkpoint does not say (a worker other than the chief, or a
 	// checkpoint of an earlier version): then each batch counts as a full one.
 	Examples int64
+	// Source is a stream source's position (batch.Batch.Position of the last batch trained on),
+	// as the checkpoint recorded it; nil when it recorded none.
+	Source []byte
 }
 
 // Sharded is a training input the workers of a job divide among themselves.

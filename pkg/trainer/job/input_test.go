@@ -45,6 +45,9 @@ type generated struct {
 	batches, size   int
 	failAt          int
 	opened, skipped *int64
+	// source, if set, gets the position the job opens the input at (Position.Source); the
+	// batches carry their count as their position, as a stream's carry offsets.
+	source *[]byte
 }
 
 func (s generated) Open(_ context.Context, at job.Position) (estimator.Input[*batch.Batch], error) {
@@ -52,6 +55,9 @@ func (s generated) Open(_ context.Context, at job.Position) (estimator.Input[*ba
 	if s.opened != nil {
 		*s.opened++
 		*s.skipped = skip
+	}
+	if s.source != nil {
+		*s.source = at.Source
 	}
 	in := &generatedInput{s: s, stream: s.g.Stream(s.stream)}
 	for ; in.n < int(skip) && in.n < s.batches; in.n++ {
@@ -92,6 +98,7 @@ func (in *generatedInput) Next(context.Context) (*batch.Batch, error) {
 			return nil, err
 		}
 	}
+	b.Position = []byte(fmt.Sprintf(`{"batches":%d}`, in.n))
 	return b, nil
 }
 
@@ -109,9 +116,10 @@ func TestAnotherSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			var opened, skipped int64
+			var source []byte
 			cfg := func(dir string, failAt int) job.Config {
 				c := newConfig(t, model, input{schema: g.Schema()}, 1, 128, values("model_dir", dir))
-				c.Train = generated{g: g, stream: 1, batches: 20, size: 128, failAt: failAt, opened: &opened, skipped: &skipped}
+				c.Train = generated{g: g, stream: 1, batches: 20, size: 128, failAt: failAt, opened: &opened, skipped: &skipped, source: &source}
 				c.Eval = generated{g: g, stream: 2, batches: 4, size: 128}
 				return c
 			}
@@ -132,6 +140,11 @@ func TestAnotherSource(t *testing.T) {
 			}
 			if skipped != wantSkip {
 				t.Errorf("resumed at step 20: %d batches skipped, want %d", skipped, wantSkip)
+			}
+			// The checkpoint kept the source's position after its last batch (dnn: the chief's
+			// position is in its checkpoints; logreg starts over).
+			if want := `{"batches":20}`; model == job.ModelDNN && string(source) != want {
+				t.Errorf("resumed with the source's position %q, want %q", source, want)
 			}
 
 			r = start(t, cfg(t.TempDir(), 3), nil)()

@@ -32,6 +32,9 @@ type tracker struct {
 	lastEpoch                      int  // the epoch of the last batch taken's last example
 	ended                          bool // the input ran out
 	signalled                      bool // Config.Stop ended the training
+	// restoredSource and lastSource are a stream source's positions: the restored checkpoint's,
+	// and after the last batch taken.
+	restoredSource, lastSource []byte
 }
 
 func newTracker() *tracker { return &tracker{restoredExamples: -1} }
@@ -43,14 +46,25 @@ func (t *tracker) start() Position {
 	if !t.resume {
 		return Position{}
 	}
-	return Position{Batches: t.restoredStep, Examples: t.restoredExamples}
+	return Position{Batches: t.restoredStep, Examples: t.restoredExamples, Source: t.restoredSource}
 }
 
 // restored records the position of the checkpoint restored at step.
-func (t *tracker) restored(step, examples int64) {
+func (t *tracker) restored(step, examples int64, source []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.restoredStep, t.restoredExamples = step, examples
+	t.restoredStep, t.restoredExamples, t.restoredSource = step, examples, source
+}
+
+// source is the stream source's position after the last batch taken (the restored one before
+// any).
+func (t *tracker) source() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lastSource != nil {
+		return t.lastSource
+	}
+	return t.restoredSource
 }
 
 // took records a batch the loop took (nil and io.EOF: the input ended).
@@ -64,6 +78,9 @@ func (t *tracker) took(b *batch.Batch, err error) {
 		t.examples += int64(b.Size())
 		t.batches++
 		t.lastEndsEpoch, t.lastEpoch = b.EndsEpoch, b.Epoch
+		if b.Position != nil {
+			t.lastSource = b.Position
+		}
 	}
 }
 
@@ -142,6 +159,8 @@ const positionSuffix = ".input.json"
 type savedPosition struct {
 	// Examples is the number of examples of the chief's input the checkpoint trained on.
 	Examples int64 `json:"examples"`
+	// Source is a stream source's position (its partitions' next offsets).
+	Source json.RawMessage `json:"source,omitempty"`
 }
 
 // positionCheckpointer saves the tracker's position beside every checkpoint, before the
@@ -159,7 +178,7 @@ type positionCheckpointer struct {
 
 func (c *positionCheckpointer) Save(ctx context.Context, step int64, tensors []estimator.Tensor) (string, error) {
 	if n := c.tr.position(); n >= 0 && c.own {
-		data, err := json.Marshal(savedPosition{Examples: n})
+		data, err := json.Marshal(savedPosition{Examples: n, Source: c.tr.source()})
 		if err != nil {
 			return "", err
 		}
@@ -177,6 +196,7 @@ func (c *positionCheckpointer) Restore(ctx context.Context, path string) ([]esti
 	}
 	step := stepOfTensors(ts)
 	examples := int64(-1)
+	var source []byte
 	data, err := os.ReadFile(path + positionSuffix)
 	switch {
 	case !c.own:
@@ -189,9 +209,9 @@ func (c *positionCheckpointer) Restore(ctx context.Context, path string) ([]esti
 		if err := json.Unmarshal(data, &p); err != nil || p.Examples < 0 {
 			return nil, fmt.Errorf("the input position of checkpoint %s (%s): not {\"examples\": N}", path, path+positionSuffix)
 		}
-		examples = p.Examples
+		examples, source = p.Examples, p.Source
 	}
-	c.tr.restored(step, examples)
+	c.tr.restored(step, examples, source)
 	return ts, nil
 }
 
