@@ -94,6 +94,13 @@ func write(t *testing.T, path, content string) string {
 // checks that no more come within a short wait.
 func consume(t *testing.T, addr string, n int) []*kgo.Record {
 	t.Helper()
+	return consumeAtLeast(t, addr, n, true)
+}
+
+// consumeAtLeast reads at least n messages of topic from its start (failing after 15 s without
+// them), and with exact checks that no more come within a short wait.
+func consumeAtLeast(t *testing.T, addr string, n int, exact bool) []*kgo.Record {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
@@ -110,6 +117,12 @@ func consume(t *testing.T, addr string, n int) []*kgo.Record {
 		}
 		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
 		got = append(got, fs.Records()...)
+	}
+	if !exact {
+		return got
+	}
+	if len(got) > n {
+		t.Fatalf("%d messages, %d expected", len(got), n)
 	}
 	extra, cancelExtra := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelExtra()
@@ -485,4 +498,63 @@ func TestProgress(t *testing.T) {
 		t.Errorf("no progress line in 0.3 s at a 50 ms interval:\n%s", r.stderr)
 	}
 	consume(t, addr, 30)
+}
+
+// TestSignal: a --loop without --duration runs until its context ends (SIGINT, SIGTERM); then the
+// messages handed to the client are delivered, the summary counts them and the exit status is 0.
+func TestSignal(t *testing.T) {
+	leakcheck.Check(t)
+	addr := broker(t)
+	input := writeTFRecord(t, filepath.Join(t.TempDir(), "s.tfrecord"), dataset.NoCompression, records("s", 10))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type done struct {
+		code   int
+		stdout string
+	}
+	ch := make(chan done, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := runClock(ctx, []string{"--servers=" + addr, "--topic=" + topic, "--input=" + input, "--loop", "--rate=500", "--log_level=error"}, &out, &errb, realClock{})
+		ch <- done{code, out.String() + errb.String()}
+	}()
+	consumeAtLeast(t, addr, 25, false) // the stream is flowing
+	cancel()
+	var d done
+	select {
+	case d = <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the producer did not stop after its context ended")
+	}
+	if d.code != 0 {
+		t.Fatalf("exit %d: %s", d.code, d.stdout)
+	}
+	var acked int
+	if _, err := fmt.Sscanf(d.stdout[strings.Index(d.stdout, "events        "):], "events        %d acknowledged", &acked); err != nil || acked < 25 {
+		t.Fatalf("summary %q: %d acknowledged (%v)", d.stdout, acked, err)
+	}
+	var want [][]byte
+	recs := records("s", 10)
+	for i := range acked {
+		want = append(want, recs[i%10])
+	}
+	checkMessages(t, consume(t, addr, acked), want, time.Time{}, time.Now())
+}
+
+// TestUndelivered: a message the brokers refuse (larger than their limit) is counted an error,
+// the others are delivered, and the exit status is 1 after the summary.
+func TestUndelivered(t *testing.T) {
+	leakcheck.Check(t)
+	addr := broker(t)
+	recs := records("u", 4)
+	recs = slices.Insert(recs, 2, bytes.Repeat([]byte("z"), 3<<20))
+	input := writeTFRecord(t, filepath.Join(t.TempDir(), "u.tfrecord"), dataset.NoCompression, recs)
+	r := runCmd(t, realClock{}, "--servers="+addr, "--topic="+topic, "--input="+input, "--log_level=error")
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "1 of 5 messages not delivered") {
+		t.Fatalf("exit %d, stderr %q: want 1 and one line", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "events        4 acknowledged") || !strings.Contains(r.stdout, "errors        1") {
+		t.Errorf("summary:\n%s", r.stdout)
+	}
+	checkMessages(t, consume(t, addr, 4), slices.Delete(recs, 2, 3), time.Time{}, time.Now())
 }
