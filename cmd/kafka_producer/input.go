@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/csvconvert"
@@ -76,7 +75,7 @@ func (w *emitWriter) Write(rec []byte) error { return w.emit(rec) }
 
 // newCSVSource reads the feature schema at schemaPath and makes the converter of its columns;
 // comma separates the fields, format is the Examples to make. A bad schema is a usage error.
-func newCSVSource(files []string, schemaPath string, comma rune, format batch.Format, log *slog.Logger) (*csvSource, error) {
+func newCSVSource(files []string, schemaPath string, comma rune, format batch.Format) (*csvSource, error) {
 	schema, err := featureschema.Load(schemaPath)
 	if err != nil {
 		return nil, cli.Usage(fmt.Errorf("--schema: %w", err))

@@ -143,7 +143,7 @@ func produce(ctx context.Context, f kafkaproducerspec.ProducerFlags, stdout io.W
 		if f.Format == "tsv" {
 			comma = '\t'
 		}
-		if src, err = newCSVSource(files, f.Schema, comma, batch.Format(f.Example), log); err != nil {
+		if src, err = newCSVSource(files, f.Schema, comma, batch.Format(f.Example)); err != nil {
 			return err
 		}
 	default:
