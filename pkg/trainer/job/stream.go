@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ type Record struct {
 	Data []byte
 	// Where names the record in errors ("topic t partition 2 offset 17").
 	Where string
+	// Err is set on a message the source could not read (malformed framing): a bad record.
+	Err error
 }
 
 // Stream is the Source of a stream of records: batches of BatchSize examples decoded as Inputs
@@ -51,6 +54,9 @@ type Stream struct {
 	// which keeps the newest HoldoutSize of them.
 	HoldoutEvery, HoldoutSize int
 	MaxBadRecords             int
+	// Stop, when closed, ends the stream: a batch begun goes as it is, and the next Next is
+	// io.EOF (the job's orderly stop: it does not wait for records that may never come).
+	Stop <-chan struct{}
 
 	state *streamState
 }
@@ -126,10 +132,20 @@ func (in *streamInput) Next(ctx context.Context) (*batch.Batch, error) {
 	}
 	b := &batch.Batch{DenseDim: in.dec.DenseDim()}
 	for b.Size() < in.s.BatchSize {
-		rctx, cancel := ctx, context.CancelFunc(func() {})
+		wait := time.Duration(math.MaxInt64)
 		if b.Size() > 0 {
 			// A batch begun waits Linger for its next record, then goes as it is.
-			rctx, cancel = context.WithTimeout(ctx, in.s.Linger)
+			wait = in.s.Linger
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		if in.s.Stop != nil {
+			go func() {
+				select {
+				case <-in.s.Stop:
+					cancel()
+				case <-rctx.Done():
+				}
+			}()
 		}
 		rec, err := in.recs.Next(rctx)
 		cancel()
@@ -137,7 +153,10 @@ func (in *streamInput) Next(ctx context.Context) (*batch.Batch, error) {
 		case errors.Is(err, io.EOF):
 			in.ended = true
 		case err != nil && ctx.Err() == nil && rctx.Err() != nil:
-			// Linger passed.
+			// Linger passed, or the job stops.
+			if isStopped(in.s.Stop) {
+				in.ended = true
+			}
 		case err != nil:
 			return nil, fmt.Errorf("%s: %w", in.s.Name, err)
 		}
@@ -145,6 +164,12 @@ func (in *streamInput) Next(ctx context.Context) (*batch.Batch, error) {
 			break
 		}
 		in.n++
+		if rec.Err != nil {
+			if err := in.skip(rec, rec.Err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if k := in.s.HoldoutEvery; k > 0 && in.n%int64(k) == 0 {
 			if err := in.holdout(rec); err != nil {
 				return nil, err
@@ -240,3 +265,13 @@ func (in *holdoutInput) Next(context.Context) (*batch.Batch, error) {
 }
 
 func (in *holdoutInput) Close() error { return nil }
+
+// isStopped reports whether stop is closed.
+func isStopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}

@@ -136,4 +136,24 @@ func TestStream(t *testing.T) {
 	if _, err := in2.Next(ctx); err == nil || !strings.Contains(err.Error(), "topic: record 4: ") || !strings.Contains(err.Error(), "--max_bad_records allows 1") {
 		t.Fatalf("err = %v, want record 4 named", err)
 	}
+
+	// Stop ends a stream waiting for records that do not come.
+	stop := make(chan struct{})
+	s3, err := job.NewStream(job.Stream{Name: "topic", Inputs: userInputs, BatchSize: 10, Linger: time.Hour, Stop: stop,
+		OpenRecords: func(context.Context, []byte) (job.Records, error) { return &memRecords{recs: userRecords(t, 3)}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in3, err := s3.Open(ctx, job.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in3.Close()
+	go func() { time.Sleep(10 * time.Millisecond); close(stop) }()
+	if b, err := in3.Next(ctx); err != nil || b.Size() != 3 {
+		t.Fatalf("stopped with a batch begun: %v, %v; want its 3 examples", b, err)
+	}
+	if _, err := in3.Next(ctx); err != io.EOF {
+		t.Fatalf("after the stop: %v, want io.EOF", err)
+	}
 }
