@@ -20,7 +20,10 @@ import (
 
 // input is what the run trains and evaluates on: the job's sources of the input files.
 type input struct {
-	train, eval job.Files
+	train job.Sharded
+	eval  job.Source
+	// files are the training and evaluation files, when the input is files (check reads them).
+	files []job.Files
 	// features is the feature schema the records are read with; schema is the model's view of
 	// it.
 	features *featureschema.Schema
@@ -57,7 +60,7 @@ func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Opti
 	if err != nil {
 		return input{}, cli.Usage(err)
 	}
-	return input{train: tr, eval: ev, features: fs, schema: schema}, nil
+	return input{train: tr, eval: ev, files: []job.Files{tr, ev}, features: fs, schema: schema}, nil
 }
 
 // checkRecords reads the first records of the training and evaluation files (every file's first,
@@ -65,7 +68,7 @@ func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Opti
 // empty input, records that do not fit the schema, and features the records never have fail the
 // run before anything is written.
 func (in input) check(ctx context.Context) error {
-	for _, f := range []job.Files{in.train, in.eval} {
+	for _, f := range in.files {
 		if err := f.Check(ctx, checkRecordsOf, featureschema.Suggest); err != nil {
 			return cli.Usage(fmt.Errorf("%s: %w", f.Name, err))
 		}
@@ -189,7 +192,7 @@ func fileData(f cputrainingspec.TrainFlags, c dataset.Compression, stdout io.Wri
 	fmt.Fprintf(stdout, "Monolith train: %s on TFRecord files of %s.\n", modelWords(f.Model), kind)
 	fmt.Fprintf(stdout, "  train data   %d files (%s), %d epochs in batches of %d\n", len(train), f.TrainData, f.Epochs, f.BatchSize)
 	fmt.Fprintf(stdout, "  eval data    %d files (%s)\n", len(eval), f.EvalData)
-	fmt.Fprintf(stdout, "  features     label <- %s (%s); %s\n", fs.Label.SourceName(), fs.Label.Rule(), in.train.Inputs.Describe())
+	fmt.Fprintf(stdout, "  features     label <- %s (%s); %s\n", fs.Label.SourceName(), fs.Label.Rule(), in.files[0].Inputs.Describe())
 	return in, nil
 }
 

@@ -52,6 +52,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -192,7 +193,7 @@ const defaultSaveCheckpointsSteps = 100
 // train runs the command: flags, run config and job config, data, model dir, then the job.
 func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Writer, log *slog.Logger, d deps) (err error) {
 	f := c.TrainFlags
-	if err := checkFlags(f); err != nil {
+	if err := checkFlags(f, c.RunnerFlags.KafkaTopics != nil && strings.TrimSpace(*c.RunnerFlags.KafkaTopics) != ""); err != nil {
 		return cli.Usage(err)
 	}
 	rc, err := runConfig(&c.RunnerFlags, discoveryGiven, d)
@@ -217,7 +218,13 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 	}
 
 	var in input
-	if f.TrainData != "" {
+	if len(rc.KafkaTopics) > 0 {
+		var stopBroker func()
+		if in, stopBroker, err = streamData(ctx, f, rc, compression, stdout, log, d.stop); err != nil {
+			return err
+		}
+		defer stopBroker()
+	} else if f.TrainData != "" {
 		// Files are checked before anything is written into the model dir.
 		if in, err = fileData(f, compression, stdout); err != nil {
 			return err
@@ -232,7 +239,7 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 			return cli.Usage(fmt.Errorf("--model_dir %s is not writable: %w", rc.ModelDir, err))
 		}
 	}
-	if f.TrainData == "" {
+	if f.TrainData == "" && len(rc.KafkaTopics) == 0 {
 		dir, err := os.MkdirTemp("", "monolith-train-data-")
 		if err != nil {
 			return fmt.Errorf("demo data directory: %w", err)
@@ -284,12 +291,22 @@ func jobConfig(c cmdFlags, rc *runconfig.RunnerConfig, d deps) job.Config {
 
 // checkFlags checks the flags the job does not see: the input's and the demo's (job.Config.Check
 // checks the others).
-func checkFlags(f cputrainingspec.TrainFlags) error {
+func checkFlags(f cputrainingspec.TrainFlags, stream bool) error {
 	switch {
 	case f.TrainData != "" && f.EvalData == "":
 		return errors.New("--train_data needs --eval_data")
-	case f.TrainData == "" && f.EvalData != "":
+	case f.TrainData == "" && f.EvalData != "" && !stream:
 		return errors.New("--eval_data needs --train_data (without both, the demo's data is generated)")
+	case f.TrainData != "" && stream:
+		return errors.New("--train_data and --kafka_topics: train on files or on a stream, not both")
+	case stream && f.EvalData == "" && f.HoldoutEvery <= 0:
+		return fmt.Errorf("--holdout_every %d with --kafka_topics and no --eval_data: nothing to evaluate on", f.HoldoutEvery)
+	case f.MaxBadRecords < 0:
+		return fmt.Errorf("--max_bad_records %d is negative", f.MaxBadRecords)
+	case f.HoldoutSize <= 0:
+		return fmt.Errorf("--holdout_size %d is not positive", f.HoldoutSize)
+	case f.StreamLinger <= 0:
+		return fmt.Errorf("--stream_linger %v is not positive", f.StreamLinger)
 	case f.BatchSize <= 0:
 		return fmt.Errorf("--batch_size %d is not positive", f.BatchSize)
 	case f.Epochs <= 0:

@@ -246,7 +246,10 @@ type timedInput struct {
 func (t *timedInput) Next(ctx context.Context) (*batch.Batch, error) {
 	start := time.Now()
 	b, err := t.in.Next(ctx)
-	t.st.ReadFor(time.Since(start))
+	if err == nil {
+		// The wait that finds the input's end (a stream's timeout) is no step's.
+		t.st.ReadFor(time.Since(start))
+	}
 	return b, err
 }
 

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	"github.com/monolith-go/monolith/internal/cli"
+	"github.com/monolith-go/monolith/pkg/dataset"
+	"github.com/monolith-go/monolith/pkg/dataset/kafka"
+	"github.com/monolith-go/monolith/pkg/dataset/kafka/embedded"
+	"github.com/monolith-go/monolith/pkg/runconfig"
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
+	"github.com/monolith-go/monolith/pkg/trainer/job"
+)
+
+// streamData is the input of a run on a Kafka stream (--kafka_topics): the stream, decoded
+// through the feature schema, and its evaluation input (--eval_data's files, else the stream's
+// held-out slice). Without --kafka_servers it starts an in-process broker on 127.0.0.1 (stop
+// stops it).
+func streamData(ctx context.Context, f cputrainingspec.TrainFlags, rc *runconfig.RunnerConfig, c dataset.Compression, stdout io.Writer, log *slog.Logger,
+	stopTraining <-chan struct{}) (_ input, stop func(), err error) {
+	stop = func() {}
+	if f.Schema == "" && strings.TrimSpace(f.DenseFeatures) == "" && strings.TrimSpace(f.SparseFeatures) == "" {
+		return input{}, stop, cli.Usage(errors.New("--kafka_topics: give the stream's features (--schema, or --dense_features/--sparse_features)"))
+	}
+	fs, loose, err := featuresOf(f)
+	if err != nil {
+		return input{}, stop, cli.Usage(err)
+	}
+	format, err := batch.ParseFormat(f.InputFormat)
+	if err != nil {
+		return input{}, stop, cli.Usage(fmt.Errorf("--input_format: %w", err))
+	}
+	inputs, err := fs.Inputs(format)
+	if err != nil {
+		return input{}, stop, cli.Usage(err)
+	}
+	if loose {
+		for i := range inputs.Sparse {
+			inputs.Sparse[i].Optional = true
+			if format == batch.Monolith {
+				inputs.Sparse[i].Slot = batch.AnySlot
+			}
+		}
+	}
+	cfg := kafka.DefaultConfig()
+	cfg.Topics = rc.KafkaTopics
+	group := kafka.DefaultGroupID
+	if rc.KafkaGroupID != nil && *rc.KafkaGroupID != "" {
+		group = *rc.KafkaGroupID
+	}
+	cfg.GroupID = &group
+	cfg.StreamTimeout = f.KafkaStreamTimeout
+	cfg.HasHeader = f.KafkaHasHeader
+	cfg.Configuration = splitComma(f.KafkaConfiguration)
+	servers := ""
+	if rc.KafkaServers != nil {
+		servers = *rc.KafkaServers
+	}
+	if servers == "" {
+		b, err := embedded.Start(ctx, embedded.Options{Topics: cfg.Topics})
+		if err != nil {
+			return input{}, stop, fmt.Errorf("the embedded Kafka broker: %w", err)
+		}
+		stop = b.Stop
+		servers = b.Addr()
+		fmt.Fprintf(stdout, "  kafka        in-process broker on %s, topics %s (produce with cmd/kafka_producer --servers=%s)\n", servers, strings.Join(cfg.Topics, ","), servers)
+	}
+	cfg.Servers = &servers
+	topics := strings.Join(cfg.Topics, ",")
+	s, err := job.NewStream(job.Stream{Name: "--kafka_topics " + topics, Inputs: inputs, BatchSize: f.BatchSize, Linger: f.StreamLinger,
+		MaxBadRecords: f.MaxBadRecords, Stop: stopTraining,
+		OpenRecords: func(ctx context.Context, position []byte) (job.Records, error) {
+			var start kafka.Offsets
+			if position != nil {
+				if err := json.Unmarshal(position, &start); err != nil {
+					return nil, fmt.Errorf("the checkpoint's offsets %s: %w", position, err)
+				}
+			}
+			r, err := kafka.Open(ctx, kafka.Config(cfg), start, log)
+			if err != nil {
+				return nil, err
+			}
+			return kafkaRecords{r}, nil
+		},
+		HoldoutEvery: holdoutEvery(f), HoldoutSize: holdoutSize(f)})
+	if err != nil {
+		stop()
+		return input{}, func() {}, cli.Usage(err)
+	}
+	schema, err := fs.BatchSchema()
+	if err != nil {
+		stop()
+		return input{}, func() {}, cli.Usage(err)
+	}
+	in := input{train: s, eval: s.Holdout(), features: fs, schema: schema}
+	if f.EvalData != "" {
+		paths, err := dataset.ExpandPatterns(f.EvalData)
+		if err != nil {
+			stop()
+			return input{}, func() {}, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
+		}
+		ev := job.Files{Name: "--eval_data", Paths: paths, Epochs: 1, BatchSize: f.BatchSize, Inputs: &inputs, Options: dataset.Options{Compression: c}}
+		in.eval, in.files = ev, []job.Files{ev}
+	}
+	fmt.Fprintf(stdout, "Monolith train: %s on the Kafka stream %s (group %s), until %s.\n", modelWords(f.Model), topics, group, streamEnd(f))
+	fmt.Fprintf(stdout, "  eval data    %s\n", in.eval.Describe())
+	fmt.Fprintf(stdout, "  features     label <- %s (%s); %s\n", fs.Label.SourceName(), fs.Label.Rule(), inputs.Describe())
+	return in, stop, nil
+}
+
+// holdoutEvery and holdoutSize are the stream's held-out slice: none with --eval_data.
+func holdoutEvery(f cputrainingspec.TrainFlags) int {
+	if f.EvalData != "" {
+		return 0
+	}
+	return f.HoldoutEvery
+}
+
+func holdoutSize(f cputrainingspec.TrainFlags) int {
+	if holdoutEvery(f) == 0 {
+		return 0
+	}
+	return f.HoldoutSize
+}
+
+// streamEnd words what ends a stream run.
+func streamEnd(f cputrainingspec.TrainFlags) string {
+	if f.KafkaStreamTimeout >= 0 {
+		return fmt.Sprintf("%d ms pass without a message, or a signal", f.KafkaStreamTimeout)
+	}
+	return "a signal (SIGTERM, SIGINT)"
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// kafkaRecords are a Kafka reader's records as the job's stream reads them.
+type kafkaRecords struct{ r *kafka.Reader }
+
+func (k kafkaRecords) Next(ctx context.Context) (job.Record, error) {
+	rec, err := k.r.Next(ctx)
+	var re *kafka.RecordError
+	if errors.As(err, &re) {
+		return job.Record{Where: re.Error(), Err: re}, nil
+	}
+	if err != nil {
+		return job.Record{}, err
+	}
+	return job.Record{Data: rec.Data, Where: fmt.Sprintf("topic %s partition %d offset %d", rec.Topic, rec.Partition, rec.Offset)}, nil
+}
+
+func (k kafkaRecords) Position() ([]byte, error) { return json.Marshal(k.r.Position()) }
+
+func (k kafkaRecords) Close() error { return k.r.Close() }
