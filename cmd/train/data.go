@@ -37,21 +37,9 @@ type input struct {
 // demo's) reading of Monolith Examples: the fids are taken with the slots they carry and an
 // example may lack a sparse feature.
 func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Options, fs *featureschema.Schema, loose bool) (input, error) {
-	format, err := batch.ParseFormat(f.InputFormat)
+	in, err := recordInputs(f, fs, loose)
 	if err != nil {
-		return input{}, cli.Usage(fmt.Errorf("--input_format: %w", err))
-	}
-	in, err := fs.Inputs(format)
-	if err != nil {
-		return input{}, cli.Usage(err)
-	}
-	if loose {
-		for i := range in.Sparse {
-			in.Sparse[i].Optional = true
-			if format == batch.Monolith {
-				in.Sparse[i].Slot = batch.AnySlot
-			}
-		}
+		return input{}, err
 	}
 	tr := job.Files{Name: "--train_data", Paths: train, Epochs: f.Epochs, BatchSize: f.BatchSize, Inputs: &in, Options: opts,
 		ShuffleBuffer: f.ShuffleBuffer, Seed: uint64(f.Seed)}
@@ -61,6 +49,28 @@ func files(f cputrainingspec.TrainFlags, train, eval []string, opts dataset.Opti
 		return input{}, cli.Usage(err)
 	}
 	return input{train: tr, eval: ev, files: []job.Files{tr, ev}, features: fs, schema: schema}, nil
+}
+
+// recordInputs are how the records of --input_format are decoded through the feature schema fs
+// (loose: see files).
+func recordInputs(f cputrainingspec.TrainFlags, fs *featureschema.Schema, loose bool) (batch.Inputs, error) {
+	format, err := batch.ParseFormat(f.InputFormat)
+	if err != nil {
+		return batch.Inputs{}, cli.Usage(fmt.Errorf("--input_format: %w", err))
+	}
+	in, err := fs.Inputs(format)
+	if err != nil {
+		return batch.Inputs{}, cli.Usage(err)
+	}
+	if loose {
+		for i := range in.Sparse {
+			in.Sparse[i].Optional = true
+			if format == batch.Monolith {
+				in.Sparse[i].Slot = batch.AnySlot
+			}
+		}
+	}
+	return in, nil
 }
 
 // checkRecords reads the first records of the training and evaluation files (every file's first,

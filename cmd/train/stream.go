@@ -15,7 +15,6 @@ import (
 	"github.com/monolith-go/monolith/pkg/dataset/kafka"
 	"github.com/monolith-go/monolith/pkg/dataset/kafka/embedded"
 	"github.com/monolith-go/monolith/pkg/runconfig"
-	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
 )
 
@@ -26,6 +25,13 @@ import (
 func streamData(ctx context.Context, f cputrainingspec.TrainFlags, rc *runconfig.RunnerConfig, c dataset.Compression, stdout io.Writer, log *slog.Logger,
 	stopTraining <-chan struct{}) (_ input, stop func(), err error) {
 	stop = func() {}
+	defer func() {
+		// A run that does not start stops the broker it started.
+		if err != nil {
+			stop()
+			stop = func() {}
+		}
+	}()
 	if f.Schema == "" && strings.TrimSpace(f.DenseFeatures) == "" && strings.TrimSpace(f.SparseFeatures) == "" {
 		return input{}, stop, cli.Usage(errors.New("--kafka_topics: give the stream's features (--schema, or --dense_features/--sparse_features)"))
 	}
@@ -33,21 +39,9 @@ func streamData(ctx context.Context, f cputrainingspec.TrainFlags, rc *runconfig
 	if err != nil {
 		return input{}, stop, cli.Usage(err)
 	}
-	format, err := batch.ParseFormat(f.InputFormat)
+	inputs, err := recordInputs(f, fs, loose)
 	if err != nil {
-		return input{}, stop, cli.Usage(fmt.Errorf("--input_format: %w", err))
-	}
-	inputs, err := fs.Inputs(format)
-	if err != nil {
-		return input{}, stop, cli.Usage(err)
-	}
-	if loose {
-		for i := range inputs.Sparse {
-			inputs.Sparse[i].Optional = true
-			if format == batch.Monolith {
-				inputs.Sparse[i].Slot = batch.AnySlot
-			}
-		}
+		return input{}, stop, err
 	}
 	cfg := kafka.DefaultConfig()
 	cfg.Topics = rc.KafkaTopics
@@ -91,20 +85,17 @@ func streamData(ctx context.Context, f cputrainingspec.TrainFlags, rc *runconfig
 		},
 		HoldoutEvery: holdoutEvery(f), HoldoutSize: holdoutSize(f)})
 	if err != nil {
-		stop()
-		return input{}, func() {}, cli.Usage(err)
+		return input{}, stop, cli.Usage(err)
 	}
 	schema, err := fs.BatchSchema()
 	if err != nil {
-		stop()
-		return input{}, func() {}, cli.Usage(err)
+		return input{}, stop, cli.Usage(err)
 	}
 	in := input{train: s, eval: s.Holdout(), features: fs, schema: schema}
 	if f.EvalData != "" {
 		paths, err := dataset.ExpandPatterns(f.EvalData)
 		if err != nil {
-			stop()
-			return input{}, func() {}, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
+			return input{}, stop, cli.Usage(fmt.Errorf("--eval_data %q: %w", f.EvalData, err))
 		}
 		ev := job.Files{Name: "--eval_data", Paths: paths, Epochs: 1, BatchSize: f.BatchSize, Inputs: &inputs, Options: dataset.Options{Compression: c}}
 		in.eval, in.files = ev, []job.Files{ev}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/monolith-go/monolith/pkg/trainer/batch"
 )
 
 // IDBits is how many bits of an id a v2 fid keeps: fid = slot<<IDBits | id&IDMask.
@@ -15,9 +17,7 @@ const IDMask = 1<<IDBits - 1
 
 // FID is the v2 fid of id in slot: slot<<48 | id's low 48 bits (a negative id keeps its two's
 // complement low bits, as Monolith's fids do).
-func FID(slot int, id int64) uint64 {
-	return uint64(slot)<<IDBits | uint64(id)&IDMask
-}
+func FID(slot int, id int64) uint64 { return batch.FID(slot, uint64(id)) }
 
 // FNV-1a 64 parameters (http://www.isthe.com/chongo/tech/comp/fnv/).
 const (

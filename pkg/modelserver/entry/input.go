@@ -30,16 +30,6 @@ const (
 	OutputScores = "scores"
 )
 
-// v1 fids keep their slot in the top 10 bits; v2 fids in bits 48 to 62.
-const (
-	fidV1SlotShift = 54
-	fidV2SlotShift = 48
-	fidV2Mask      = 1<<fidV2SlotShift - 1
-)
-
-// v1ToV2 converts a v1 fid to the v2 fid of the same slot and feature bits.
-func v1ToV2(fid uint64) uint64 { return fid>>fidV1SlotShift<<fidV2SlotShift | fid&fidV2Mask }
-
 // inputReader turns the entry's inputs into the batch the model predicts: per example its dense
 // row (the spec's dense features in order) and the fids of its sparse features (by name; v1 fids
 // converted to v2). Labels are not needed and are zero.
@@ -159,7 +149,7 @@ func (e *example) add(name string, f *examplepb.Feature) {
 	case *examplepb.Feature_FidV1List:
 		v := make([]uint64, len(t.FidV1List.GetValue()))
 		for i, fid := range t.FidV1List.GetValue() {
-			v[i] = v1ToV2(fid)
+			v[i] = batch.FIDV1ToV2(fid)
 		}
 		e.fids[name] = v
 	}
@@ -235,9 +225,9 @@ func (r *inputReader) fromInstance(data []byte) ([]example, error) {
 	}
 	named := maps.Clone(e.fids)
 	for _, fid := range inst.GetFid() {
-		name, ok := r.featureOfSlot[int(fid>>fidV1SlotShift)]
+		name, ok := r.featureOfSlot[batch.SlotOfFID(batch.FIDV1ToV2(fid))]
 		if _, has := named[name]; ok && !has {
-			e.fids[name] = append(e.fids[name], v1ToV2(fid))
+			e.fids[name] = append(e.fids[name], batch.FIDV1ToV2(fid))
 		}
 	}
 	return []example{e}, nil
