@@ -2,7 +2,8 @@
 // does: model status, model metadata, a config reload, or a Predict call whose input comes from
 // an Instance or ExampleBatch file (framed binary record, text proto or JSON) or is a random
 // ExampleBatch; responses are printed as Python's print(response) shows them. The profile
-// command sends Predict load and reports latency percentiles, QPS and failures (profile.go).
+// command sends Predict load and reports latency percentiles, QPS and failures (profile.go,
+// pkg/tfs/profile).
 //
 // Exit status: 0 when the call succeeded, 1 when the server failed it (or load was answered with
 // an error status, or a profile request failed), 2 for bad flags or input.

@@ -28,6 +28,7 @@ import (
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/pkg/instance"
 	"github.com/monolith-go/monolith/pkg/tfs/faketfs"
+	"github.com/monolith-go/monolith/pkg/tfs/profile"
 )
 
 // loadServer is a PredictionService that records every Predict request it gets, answers after
@@ -142,12 +143,12 @@ func fixClock(t *testing.T) {
 
 // profileRun runs tfs_client --cmd_type=profile with args, and returns its exit status, stdout,
 // stderr and the summary it wrote with --profile_json.
-func profileRun(t *testing.T, ctx context.Context, args ...string) (int, string, string, profileSummary) {
+func profileRun(t *testing.T, ctx context.Context, args ...string) (int, string, string, profile.Summary) {
 	t.Helper()
 	js := filepath.Join(t.TempDir(), "summary.json")
 	var out, errb bytes.Buffer
 	code := run(ctx, append([]string{"--cmd_type=profile", "--model_name=m", "--signature_name=sig", "--profile_json=" + js}, args...), &out, &errb, noEnv)
-	var s profileSummary
+	var s profile.Summary
 	if data, err := os.ReadFile(js); err == nil {
 		if err := json.Unmarshal(data, &s); err != nil {
 			t.Fatalf("summary: %v\n%s", err, data)
@@ -672,7 +673,7 @@ func TestProfileOutput(t *testing.T) {
 	if code := run(context.Background(), []string{"--cmd_type=profile", "--model_name=m", "--target=" + addr, "--profile_duration=0.1", "--profile_json=-"}, &o, &e, noEnv); code != 0 {
 		t.Fatalf("exit %d: %s", code, e.String())
 	}
-	var js profileSummary
+	var js profile.Summary
 	if err := json.Unmarshal(o.Bytes(), &js); err != nil || js.OK == 0 || js.Model != "m" {
 		t.Errorf("stdout is not the summary: %v: %s", err, o.String())
 	}

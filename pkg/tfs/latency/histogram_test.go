@@ -1,4 +1,4 @@
-package main
+package latency
 
 import (
 	"math"
@@ -49,36 +49,36 @@ func TestHistogramQuantiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Recorded in three histograms merged into one, as the workers' are.
-			parts := []*histogram{{}, {}, {}}
+			parts := []*Histogram{{}, {}, {}}
 			var all []time.Duration
 			var sum float64
 			for i := range tc.n {
 				d := tc.gen()
-				parts[i%3].record(d)
+				parts[i%3].Record(d)
 				all = append(all, d)
 				sum += float64(d)
 			}
-			h := &histogram{}
+			h := &Histogram{}
 			for _, p := range parts {
-				h.merge(p)
+				h.Merge(p)
 			}
 			slices.Sort(all)
-			if h.n != uint64(tc.n) || h.min != all[0] || h.max != all[len(all)-1] || h.mean() != time.Duration(sum/float64(tc.n)) {
-				t.Fatalf("n %d min %v max %v mean %v; want %d %v %v %v", h.n, h.min, h.max, h.mean(), tc.n, all[0], all[len(all)-1], time.Duration(sum/float64(tc.n)))
+			if h.n != uint64(tc.n) || h.min != all[0] || h.max != all[len(all)-1] || h.Mean() != time.Duration(sum/float64(tc.n)) {
+				t.Fatalf("n %d min %v max %v mean %v; want %d %v %v %v", h.n, h.min, h.max, h.Mean(), tc.n, all[0], all[len(all)-1], time.Duration(sum/float64(tc.n)))
 			}
 			for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999, 1} {
-				got, want := h.quantile(q), exactQuantile(all, q)
+				got, want := h.Quantile(q), exactQuantile(all, q)
 				// Never below the true value, at most 1/128 above it.
 				if got < want || float64(got-want) > float64(want)/subBuckets {
 					t.Errorf("q %v: %v, exact %v", q, got, want)
 				}
 			}
 			var inBands uint64
-			bands := h.bands()
+			bands := h.Bands()
 			for i, b := range bands {
 				inBands += b.Count
 				if i > 0 && b.Upper != 2*bands[i-1].Upper {
-					t.Errorf("band %d: upper %v after %v", i, b.Upper, bands[i-1].Upper)
+					t.Errorf("Band %d: upper %v after %v", i, b.Upper, bands[i-1].Upper)
 				}
 			}
 			if inBands != h.n || bands[len(bands)-1].Upper < h.max || (bands[0].Upper > time.Microsecond && bands[0].Upper/2 >= h.min) {
@@ -86,8 +86,8 @@ func TestHistogramQuantiles(t *testing.T) {
 			}
 		})
 	}
-	empty := &histogram{}
-	if empty.quantile(0.99) != 0 || empty.mean() != 0 || empty.bands() != nil {
-		t.Error("empty histogram")
+	empty := &Histogram{}
+	if empty.Quantile(0.99) != 0 || empty.Mean() != 0 || empty.Bands() != nil {
+		t.Error("empty Histogram")
 	}
 }

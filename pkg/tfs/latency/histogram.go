@@ -1,4 +1,6 @@
-package main
+// Package latency records request latencies in a log-linear histogram and reads its
+// percentiles, mean and power-of-two bands.
+package latency
 
 import (
 	"math"
@@ -6,11 +8,11 @@ import (
 	"time"
 )
 
-// histogram counts durations in log-linear buckets, as HdrHistogram does with two significant
+// Histogram counts durations in log-linear buckets, as HdrHistogram does with two significant
 // digits: exact below 256 ns, then 128 buckets per power of two, so a reported percentile is at
 // most 1/128 (0.8%) above the true one. Count, min, max and the sum (for the mean) are exact.
 // Memory grows with the largest value (about 1,900 buckets for a second), not with the count.
-type histogram struct {
+type Histogram struct {
 	counts   []uint64
 	n        uint64
 	sum      float64 // nanoseconds
@@ -43,7 +45,8 @@ func bucketMax(i int) int64 {
 	return int64(min((m+1)<<shift-1, math.MaxInt64)) // the last bucket ends at 2^63-1
 }
 
-func (h *histogram) record(d time.Duration) {
+// Record adds one duration (negative ones count as 0).
+func (h *Histogram) Record(d time.Duration) {
 	d = max(d, 0)
 	i := bucketOf(int64(d))
 	if i >= len(h.counts) {
@@ -58,7 +61,8 @@ func (h *histogram) record(d time.Duration) {
 	h.sum += float64(d)
 }
 
-func (h *histogram) merge(o *histogram) {
+// Merge adds o's values to h.
+func (h *Histogram) Merge(o *Histogram) {
 	if o.n == 0 {
 		return
 	}
@@ -76,22 +80,33 @@ func (h *histogram) merge(o *histogram) {
 	h.sum += o.sum
 }
 
-func (h *histogram) clone() *histogram {
+// Clone is a copy of h that shares nothing with it.
+func (h *Histogram) Clone() *Histogram {
 	c := *h
 	c.counts = append([]uint64(nil), h.counts...)
 	return &c
 }
 
-func (h *histogram) mean() time.Duration {
+// Count is the number of recorded values.
+func (h *Histogram) Count() uint64 { return h.n }
+
+// Min is the smallest recorded value (0 when empty).
+func (h *Histogram) Min() time.Duration { return h.min }
+
+// Max is the largest recorded value (0 when empty).
+func (h *Histogram) Max() time.Duration { return h.max }
+
+// Mean is the exact mean of the recorded values (0 when empty).
+func (h *Histogram) Mean() time.Duration {
 	if h.n == 0 {
 		return 0
 	}
 	return time.Duration(h.sum / float64(h.n))
 }
 
-// quantile is the value of rank round((n-1)*q) in sorted order, as the reference's p99 takes it
+// Quantile is the value of rank round((n-1)*q) in sorted order, as the reference's p99 takes it
 // (sorted[int(round((n - 1) * 0.99))]): the largest value of its bucket, within [min, max].
-func (h *histogram) quantile(q float64) time.Duration {
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -106,32 +121,32 @@ func (h *histogram) quantile(q float64) time.Duration {
 	return h.max
 }
 
-// band is one line of a printed histogram: the values in (previous upper bound, Upper].
-type band struct {
+// Band is one line of a printed histogram: the values in (previous upper bound, Upper].
+type Band struct {
 	Upper time.Duration
 	Count uint64
 }
 
-// bands sums the buckets into powers of two of a microsecond, from the band of the smallest
+// Bands sums the buckets into powers of two of a microsecond, from the band of the smallest
 // value to that of the largest.
-func (h *histogram) bands() []band {
+func (h *Histogram) Bands() []Band {
 	if h.n == 0 {
 		return nil
 	}
-	var out []band
+	var out []Band
 	upper := time.Microsecond
 	for upper < h.min {
 		upper *= 2
 	}
 	i := 0
 	for {
-		b := band{Upper: upper}
+		b := Band{Upper: upper}
 		for ; i < len(h.counts) && time.Duration(bucketMax(i)) <= upper; i++ {
 			b.Count += h.counts[i]
 		}
 		out = append(out, b)
 		if upper >= h.max || i >= len(h.counts) {
-			// Buckets straddling upper go to the next band; the last band takes what is left.
+			// Buckets straddling upper go to the next Band; the last Band takes what is left.
 			for ; i < len(h.counts); i++ {
 				out[len(out)-1].Count += h.counts[i]
 			}
