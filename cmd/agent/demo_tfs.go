@@ -46,7 +46,7 @@ func newModelServerTFS(modelConfigFile string, port int, agentAddr func() string
 		srv, err := modelserver.New(nil, modelserver.Options{
 			Addr: fmt.Sprintf("127.0.0.1:%d", port),
 			Manager: modelserver.ManagerOptions{
-				Loaders: modelserver.Loaders{modelserver.KindPS: psshard.Load, modelserver.KindEntry: loader.Load},
+				Loaders: modelserver.Loaders{modelserver.KindPS: psshard.NewLoader(metrics.Fresh), modelserver.KindEntry: loader.Load},
 			},
 			ConfigFile: modelConfigFile, FileSystemPollInterval: time.Second, Metrics: metrics, Logger: log,
 		})

@@ -164,7 +164,7 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 	opts := modelserver.Options{
 		Addr: net.JoinHostPort(f.Host, strconv.Itoa(f.Port)),
 		Manager: modelserver.ManagerOptions{
-			Loaders:           modelserver.Loaders{modelserver.KindPS: psshard.Load, modelserver.KindEntry: loader.Load},
+			Loaders:           modelserver.Loaders{modelserver.KindPS: psshard.NewLoader(metrics.Fresh), modelserver.KindEntry: loader.Load},
 			LoadThreads:       f.NumLoadThreads,
 			MaxLoadRetries:    f.MaxNumLoadRetries,
 			LoadRetryInterval: time.Duration(f.LoadRetryIntervalMicros) * time.Microsecond,

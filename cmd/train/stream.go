@@ -151,7 +151,7 @@ func (k kafkaRecords) Next(ctx context.Context) (job.Record, error) {
 	if err != nil {
 		return job.Record{}, err
 	}
-	return job.Record{Data: rec.Data, Where: fmt.Sprintf("topic %s partition %d offset %d", rec.Topic, rec.Partition, rec.Offset)}, nil
+	return job.Record{Data: rec.Data, Where: fmt.Sprintf("topic %s partition %d offset %d", rec.Topic, rec.Partition, rec.Offset), EventTime: rec.EventTime}, nil
 }
 
 func (k kafkaRecords) Position() ([]byte, error) { return json.Marshal(k.r.Position()) }

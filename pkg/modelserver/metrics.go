@@ -28,9 +28,12 @@ type Metrics struct {
 	seconds     *prometheus.HistogramVec
 	loads       *prometheus.CounterVec
 	loadSeconds *prometheus.HistogramVec
+	freshness   *prometheus.HistogramVec
+	newestEvent *prometheus.GaugeVec
 
-	mu   sync.Mutex
-	mgrs []*Manager
+	mu     sync.Mutex
+	mgrs   []*Manager
+	newest map[string]int64 // by model: the newest event time reported (Fresh)
 }
 
 // NewMetrics registers the metrics, the build info gauge and the Go runtime and process
@@ -48,8 +51,14 @@ func NewMetrics() *Metrics {
 		loadSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "load_duration_seconds",
 			Help:    "Time to load a version, by model.",
 			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"model"}),
+		freshness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "freshness_seconds",
+			Help:    "Time from the newest event a parameter sync push's updates include (the examples' event time) to its assignment here: event -> served, by model (a PS sub-graph).",
+			Buckets: prometheus.ExponentialBuckets(.05, 2, 15)}, []string{"model"}),
+		newestEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "newest_event_timestamp_seconds",
+			Help: "The newest event time (Unix) the served parameters include, as parameter sync's pushes said, by model (a PS sub-graph)."}, []string{"model"}),
+		newest: map[string]int64{},
 	}
-	m.reg.MustRegister(m.requests, m.seconds, m.loads, m.loadSeconds, stateCollector{m})
+	m.reg.MustRegister(m.requests, m.seconds, m.loads, m.loadSeconds, m.freshness, m.newestEvent, stateCollector{m})
 	return m
 }
 
@@ -69,6 +78,21 @@ func (m *Metrics) Watch(mgr *Manager) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mgrs = append(m.mgrs, mgr)
+}
+
+// Fresh records a parameter sync push to model whose updates include every event up to newestMs
+// (Unix milliseconds): psshard's Observer.
+func (m *Metrics) Fresh(model string, newestMs int64) {
+	if m == nil || newestMs <= 0 {
+		return
+	}
+	m.freshness.WithLabelValues(model).Observe(time.Since(time.UnixMilli(newestMs)).Seconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if newestMs > m.newest[model] {
+		m.newest[model] = newestMs
+		m.newestEvent.WithLabelValues(model).Set(float64(newestMs) / 1e3)
+	}
 }
 
 func (m *Metrics) observe(model, signature, method string, code codes.Code, d time.Duration) {

@@ -22,7 +22,12 @@ type Metrics struct {
 	cycleSecs     prometheus.Histogram
 	lastTargets   prometheus.Gauge
 	lastCycleDone prometheus.Gauge
+	freshness     prometheus.Histogram
 }
+
+// FreshnessBuckets are the buckets of the freshness histograms (event -> served), 50 ms to about
+// 14 min.
+var FreshnessBuckets = prometheus.ExponentialBuckets(.05, 2, 15)
 
 // NewMetrics registers the metrics on reg (a parameter server's registry).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -49,8 +54,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Targets of the last push."}),
 		lastCycleDone: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "last_push_timestamp_seconds",
 			Help: "When the last push ended (Unix time)."}),
+		freshness: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "freshness_seconds",
+			Help:    "Time from the newest event a push's updates include (its examples' event time) to a target's taking the push's last request: event -> served, per target and push.",
+			Buckets: FreshnessBuckets}),
 	}
-	for _, c := range []prometheus.Collector{m.takenIDs, m.pushedIDs, m.failedIDs, m.requests, m.requestSecs, m.retouchedIDs, m.noTargets, m.cycleSecs, m.lastTargets, m.lastCycleDone} {
+	for _, c := range []prometheus.Collector{m.takenIDs, m.pushedIDs, m.failedIDs, m.requests, m.requestSecs, m.retouchedIDs, m.noTargets, m.cycleSecs, m.lastTargets, m.lastCycleDone, m.freshness} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -100,5 +108,11 @@ func (m *Metrics) cycle(r *Result) {
 		m.cycleSecs.Observe(r.Duration.Seconds())
 		m.lastTargets.Set(float64(len(r.Targets)))
 		m.lastCycleDone.SetToCurrentTime()
+	}
+}
+
+func (m *Metrics) fresh(d time.Duration) {
+	if m != nil {
+		m.freshness.Observe(d.Seconds())
 	}
 }

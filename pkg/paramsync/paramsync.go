@@ -48,6 +48,15 @@ type Source interface {
 	Retouch(table string, ids []int64)
 }
 
+// EventTimes is a Source that knows the newest event time of the updates it holds (pkg/ps.Server:
+// the newest its applies carried). A push sends it with its last request to each target (gRPC
+// metadata, pkg/eventtime), so that the serving replica knows the newest event its parameters
+// include.
+type EventTimes interface {
+	// NewestEventTime is Unix milliseconds, 0 when unknown.
+	NewestEventTime() int64
+}
+
 // Targets says where the serving replicas of a PS shard are (pkg/modelserver/entry's Replicas:
 // its AgentReplicas asks the AgentService's HeartBeat).
 type Targets interface {

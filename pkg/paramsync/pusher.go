@@ -18,6 +18,7 @@ import (
 	paramsyncpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/parameter_sync"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/eventtime"
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
 )
 
@@ -190,6 +191,9 @@ type Result struct {
 	Taken, Requests int
 	// Retouched is the ids no target took, marked touched again for the next push.
 	Retouched int
+	// NewestEventTime is the source's newest event time (Unix milliseconds, 0: unknown) when the
+	// ids were taken: the updates pushed include every event up to it.
+	NewestEventTime int64
 	// Targets are the targets' results, in the order Targets listed them.
 	Targets  []TargetResult
 	Duration time.Duration
@@ -238,6 +242,10 @@ func (p *Pusher) PushOnce(ctx context.Context) (*Result, error) {
 	}
 	addrs = unique(addrs)
 	p.conns.keep(addrs)
+	// Read before the take: every apply it covers has marked its entries touched by then.
+	if et, ok := p.cfg.Source.(EventTimes); ok {
+		res.NewestEventTime = et.NewestEventTime()
+	}
 	reqs, err := p.take()
 	for _, r := range reqs {
 		res.Taken += len(r.GetDeltaHashTables()[0].GetFids())
@@ -262,7 +270,7 @@ func (p *Pusher) PushOnce(ctx context.Context) (*Result, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res.Targets[i], delivered[i] = p.pushTarget(ctx, addr, reqs, preds)
+				res.Targets[i], delivered[i] = p.pushTarget(ctx, addr, reqs, preds, res.NewestEventTime)
 			}()
 		}
 		wg.Wait()
@@ -329,8 +337,10 @@ func (p *Pusher) giveBack(reqs []*paramsyncpb.PushRequest) {
 }
 
 // pushTarget sends the requests to addr in order, each with its retries; once the target is
-// found down the rest are skipped. It reports which requests the target took.
-func (p *Pusher) pushTarget(ctx context.Context, addr string, reqs []*paramsyncpb.PushRequest, preds []*servingapis.PredictRequest) (TargetResult, []bool) {
+// found down the rest are skipped. The last request carries the newest event time (ms > 0): the
+// target has every update of the cycle once it has taken that one. It reports which requests the
+// target took.
+func (p *Pusher) pushTarget(ctx context.Context, addr string, reqs []*paramsyncpb.PushRequest, preds []*servingapis.PredictRequest, ms int64) (TargetResult, []bool) {
 	tr := TargetResult{Addr: addr}
 	delivered := make([]bool, len(reqs))
 	var down error
@@ -346,7 +356,11 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, reqs []*paramsyncp
 			p.cfg.Metrics.failed(addr, st.Code(), len(r.GetDeltaHashTables()[0].GetFids()))
 			continue
 		}
-		resp, tries := p.pushRetrying(ctx, addr, r, preds[i])
+		rctx := ctx
+		if i == len(reqs)-1 {
+			rctx = eventtime.Outgoing(ctx, ms)
+		}
+		resp, tries := p.pushRetrying(rctx, addr, r, preds[i])
 		tr.Tries += tries
 		tr.Responses = append(tr.Responses, resp)
 		code := codes.Code(resp.GetStatusCode())
@@ -354,6 +368,9 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, reqs []*paramsyncp
 			delivered[i] = true
 			tr.IDs += int(resp.GetUpdateNum())
 			p.cfg.Metrics.pushed(addr, int(resp.GetUpdateNum()))
+			if i == len(reqs)-1 && ms > 0 && tr.Failed == 0 {
+				p.cfg.Metrics.fresh(time.Since(time.UnixMilli(ms)))
+			}
 			continue
 		}
 		tr.Failed++

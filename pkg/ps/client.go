@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
+	"github.com/monolith-go/monolith/pkg/eventtime"
 )
 
 // DefaultCallTimeout bounds each RPC a Client or Router sends when its context has no earlier
@@ -133,13 +134,15 @@ type Update struct {
 	UpdateTimeSec int64
 }
 
-// ApplyGradients applies grads (dim per id) to the entries of ids.
+// ApplyGradients applies grads (dim per id) to the entries of ids. The newest event time ctx
+// carries (pkg/eventtime) goes with them.
 func (c *Client) ApplyGradients(ctx context.Context, table string, dim int, ids []int64, grads []float32, u Update) error {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	_, err := c.rpc.ApplyGradients(ctx, &pspb.ApplyGradientsRequest{
 		Table: table, Dim: int32(dim), Ids: int64Bytes(ids), Grads: float32Bytes(grads),
 		GlobalStep: u.GlobalStep, LearningRates: u.LearningRates, UpdateTimeSec: u.UpdateTimeSec,
+		NewestEventTimeMs: eventtime.From(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("ps %s: apply gradients to table %q: %w", c.addr, table, err)

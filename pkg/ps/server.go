@@ -31,6 +31,7 @@ import (
 	"github.com/monolith-go/monolith/internal/buildinfo"
 	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/eventtime"
 	"github.com/monolith-go/monolith/pkg/grpcstop"
 	"github.com/monolith-go/monolith/pkg/hooks/pscheck"
 )
@@ -89,6 +90,8 @@ type Server struct {
 	tables map[string]*table
 	// track is whether the tables track touched entries (under mu, which table creation holds).
 	track bool
+	// newest is the newest event time of the gradients applied (parameter sync pushes it).
+	newest eventtime.Newest
 
 	// evict runs the tables' eviction loops until Close.
 	evictCtx    context.Context
@@ -412,6 +415,7 @@ func (s *Server) ApplyGradients(ctx context.Context, req *pspb.ApplyGradientsReq
 	}
 	tb.applies.Add(1)
 	tb.applyIDs.Add(int64(len(ids)))
+	s.newest.Observe(req.GetNewestEventTimeMs())
 	return &pspb.ApplyGradientsResponse{}, nil
 }
 

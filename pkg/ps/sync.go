@@ -48,6 +48,11 @@ func (s *Server) Retouch(table string, ids []int64) {
 	}
 }
 
+// NewestEventTime is the newest event time (Unix milliseconds) of the gradients applied so far,
+// 0 when none carried one. A pusher reads it before it takes the touched entries: every apply it
+// covers has marked its entries by then.
+func (s *Server) NewestEventTime() int64 { return s.newest.Load() }
+
 // TouchedPending is how many ids table's touched lists hold (0 for an unknown table).
 func (s *Server) TouchedPending(table string) int {
 	tb, err := s.syncTable(table)

@@ -53,6 +53,7 @@ func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 			}
 		}
 		tail = appendVarint(tail, 7, uint64(m.GetUpdateTimeSec()))
+		tail = appendVarint(tail, 8, uint64(m.GetNewestEventTimeMs()))
 		return withPayloads(hdr, payload{3, m.GetIds(), nil}, payload{4, m.GetGrads(), tail}), nil
 	}
 	return protoCodec.Marshal(v)

@@ -29,12 +29,26 @@ func TestWireCodecMarshal(t *testing.T) {
 		{name: "empty lookup request", msg: &pspb.LookupRequest{}},
 		{name: "negative dim", msg: &pspb.LookupRequest{Table: "t", Dim: -3}},
 		{name: "apply request", msg: &pspb.ApplyGradientsRequest{Table: "emb", Dim: 2, Ids: int64Bytes(ids[:2]), Grads: float32Bytes(floats[:4]),
-			GlobalStep: 7, LearningRates: []float32{0.5, 0.25}, UpdateTimeSec: 1 << 40}},
+			GlobalStep: 7, LearningRates: []float32{0.5, 0.25}, UpdateTimeSec: 1 << 40, NewestEventTimeMs: 1_700_000_000_123}},
 		{name: "apply request, negative step", msg: &pspb.ApplyGradientsRequest{Table: "emb", Dim: 1, GlobalStep: -1}},
 		{name: "lookup response", msg: &pspb.LookupResponse{Embeddings: float32Bytes(floats), Found: 3}},
 		{name: "lookup response, none found", msg: &pspb.LookupResponse{Embeddings: float32Bytes(floats[:4])}},
 		{name: "empty lookup response", msg: &pspb.LookupResponse{}},
 		{name: "other message", msg: &pspb.HealthResponse{Index: 3, Tables: []string{"a"}}},
+	}
+	// The full cases set every field of their message: a field added to the proto and not to the
+	// hand codec fails here.
+	for _, tc := range tests[:4] {
+		if tc.name != "apply request" && tc.name != "lookup request" {
+			continue
+		}
+		m := tc.msg.ProtoReflect()
+		fields := m.Descriptor().Fields()
+		for i := range fields.Len() {
+			if !m.Has(fields.Get(i)) {
+				t.Errorf("case %q leaves field %s unset", tc.name, fields.Get(i).Name())
+			}
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,7 @@
 // them. A malformed message is returned as a *RecordError naming topic, partition and offset
 // (after the good records before it); it is consumed, so the next Next continues after it.
 // Empty messages are skipped with filter_empty, else returned as a record with empty Data. The
-// header EventTimeHeader carries the event time.
+// header EventTimeHeader carries the event time (without it, the message's timestamp).
 //
 // Difference from the reference: a new group starts at the earliest offset (auto.offset.reset
 // earliest) so that nothing produced before the trainer started is lost; librdkafka's default is
@@ -55,7 +55,8 @@ type Record struct {
 	Offset int64
 	// Data is the serialized record (the caller owns it).
 	Data []byte
-	// EventTime is the message's EventTimeHeader; zero when the message has none.
+	// EventTime is the message's EventTimeHeader, else its Kafka timestamp (by default the
+	// producer's create time); zero when it has neither.
 	EventTime time.Time
 	// Last is true for the last record of its message (always, without has_header): recording
 	// it moves the position past the message.
@@ -381,6 +382,9 @@ func (r *Reader) pop() (item, bool) {
 
 func (r *Reader) enqueueLocked(m *kgo.Record) {
 	base := Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+	if m.Timestamp.UnixMilli() > 0 {
+		base.EventTime = m.Timestamp
+	}
 	fail := func(err error) {
 		rec := base
 		rec.Last = true

@@ -1,6 +1,7 @@
 package psshard
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/eventtime"
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 )
@@ -156,7 +158,9 @@ func (s *Servable) parseAssign(inputs map[string]*tfframework.TensorProto) ([]As
 
 // assign runs the assign signature: every delta is checked, then assigned (each id atomically:
 // a concurrent lookup reads its old or its new embedding, never a mix).
-func (s *Servable) assign(inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
+// A request carrying the newest event time its updates include (gRPC metadata, pkg/eventtime)
+// advances the servable's NewestEventTime and is reported to its loader's observer.
+func (s *Servable) assign(ctx context.Context, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
 	deltas, err := s.parseAssign(inputs)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -170,6 +174,12 @@ func (s *Servable) assign(inputs map[string]*tfframework.TensorProto) (map[strin
 		out[d.Table+AssignResultSuffix] = &tfframework.TensorProto{Dtype: tfframework.DataType_DT_INT32, TensorShape: &tfframework.TensorShapeProto{}, IntVal: []int32{int32(len(d.IDs))}}
 	}
 	s.assigned.Add(int64(countIDs(deltas)))
+	if ms := eventtime.Incoming(ctx); ms > 0 {
+		s.newest.Observe(ms)
+		if s.observe != nil {
+			s.observe(s.model, ms)
+		}
+	}
 	return out, nil
 }
 
@@ -180,6 +190,11 @@ func countIDs(deltas []AssignDelta) int {
 	}
 	return n
 }
+
+// NewestEventTime is the newest event time (Unix milliseconds) that parameter sync's pushes to
+// this servable said their updates include: its parameters include every event up to it. 0 when
+// none said (no push yet, or a sender that does not tell).
+func (s *Servable) NewestEventTime() int64 { return s.newest.Load() }
 
 // Assigned is how many ids parameter sync assigned to the shard since it was loaded.
 func (s *Servable) Assigned() int64 { return s.assigned.Load() }

@@ -31,6 +31,7 @@ import (
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/errkind"
+	"github.com/monolith-go/monolith/pkg/eventtime"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
@@ -50,6 +51,29 @@ type Servable struct {
 	sigs  map[string]*tfprotobuf.SignatureDef
 	// assigned counts the ids parameter sync assigned.
 	assigned atomic.Int64
+	// newest is the newest event time parameter sync's pushes carried; observe, when set, hears
+	// of each (with the model's name).
+	newest  eventtime.Newest
+	model   string
+	observe Observer
+}
+
+// Observer hears of every parameter sync push that says the newest event time (Unix
+// milliseconds) its updates include, with the name of the model ("<model>:ps_<i>") it went to:
+// the model server's freshness metrics (modelserver.Metrics.Fresh).
+type Observer func(model string, newestMs int64)
+
+// NewLoader is Load with servables that report their pushes' event times to observe (nil: none).
+func NewLoader(observe Observer) modelserver.Loader {
+	return func(ctx context.Context, src modelserver.Source) (modelserver.Servable, error) {
+		sv, err := Load(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		s := sv.(*Servable)
+		s.model, s.observe = src.Model, observe
+		return s, nil
+	}
 }
 
 // Load is the modelserver.Loader of PS sub-graphs: it reads the version directory with
@@ -92,9 +116,9 @@ func (s *Servable) Shard() *export.PSShard { return s.shard }
 func (s *Servable) Signatures() map[string]*tfprotobuf.SignatureDef { return s.sigs }
 
 // Predict implements modelserver.Servable: the lookup signature, or the assign signature.
-func (s *Servable) Predict(_ context.Context, signature string, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
+func (s *Servable) Predict(ctx context.Context, signature string, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
 	if signature == AssignSignature {
-		return s.assign(inputs)
+		return s.assign(ctx, inputs)
 	}
 	table, ids, err := ParseRequest(inputs)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	"github.com/monolith-go/monolith/pkg/dataset"
@@ -63,6 +64,10 @@ type Batch struct {
 	// that a restored run reads on from there. Nil for files (their position is an example
 	// count).
 	Position []byte
+	// NewestEventTime is, on a stream's batch, the newest event time of its records (zero when
+	// they carry none): it travels with the batch's embedding updates to the parameter servers
+	// and on through parameter sync (freshness, pkg/eventtime).
+	NewestEventTime time.Time
 }
 
 // Size is the number of examples.

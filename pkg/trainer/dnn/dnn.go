@@ -41,6 +41,7 @@ import (
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/estimator"
+	"github.com/monolith-go/monolith/pkg/eventtime"
 	"github.com/monolith-go/monolith/pkg/layout"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
@@ -413,6 +414,9 @@ func (m *Model) forward(ctx context.Context, b *batch.Batch, t *stepTimes) ([]fl
 // after its first Apply may have updated some tables and not others; the dense parameters and the
 // step count change only when every Apply succeeded.
 func (m *Model) Step(ctx context.Context, b *batch.Batch) (float64, error) {
+	// The batch's newest event time goes with its embedding updates (freshness; a batch without
+	// one keeps ctx's).
+	ctx = eventtime.With(ctx, b.NewestEventTime)
 	var t stepTimes
 	logits, err := m.forward(ctx, b, &t)
 	if err != nil {

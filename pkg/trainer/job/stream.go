@@ -32,6 +32,8 @@ type Record struct {
 	Where string
 	// Err is set on a message the source could not read (malformed framing): a bad record.
 	Err error
+	// EventTime is when the record's event happened (zero: unknown).
+	EventTime time.Time
 }
 
 // Stream is the Source of a stream of records: batches of BatchSize examples decoded as Inputs
@@ -180,6 +182,10 @@ func (in *streamInput) Next(ctx context.Context) (*batch.Batch, error) {
 			if err := in.skip(rec, err); err != nil {
 				return nil, err
 			}
+			continue
+		}
+		if rec.EventTime.After(b.NewestEventTime) {
+			b.NewestEventTime = rec.EventTime
 		}
 	}
 	if b.Size() == 0 {

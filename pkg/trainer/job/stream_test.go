@@ -28,7 +28,8 @@ type memRecords struct {
 func (m *memRecords) Next(ctx context.Context) (job.Record, error) {
 	if m.next < len(m.recs) {
 		m.next++
-		return job.Record{Data: m.recs[m.next-1], Where: fmt.Sprintf("record %d", m.next-1)}, nil
+		// Record i happened at 1e12+i ms.
+		return job.Record{Data: m.recs[m.next-1], Where: fmt.Sprintf("record %d", m.next-1), EventTime: time.UnixMilli(1e12 + int64(m.next-1))}, nil
 	}
 	if m.ended {
 		return job.Record{}, io.EOF
@@ -91,12 +92,19 @@ func TestStream(t *testing.T) {
 	}
 	var sizes []int
 	var positions []string
+	var newest []int64
 	for range 2 {
 		b, err := in.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sizes, positions = append(sizes, b.Size()), append(positions, string(b.Position))
+		newest = append(newest, b.NewestEventTime.UnixMilli()-1e12)
+	}
+	// A batch's newest event time is its newest trained record's: 12, then 23 (record 24 is held
+	// out).
+	if fmt.Sprint(newest) != "[12 23]" {
+		t.Errorf("batches' newest events %v, want records 12 and 23", newest)
 	}
 	// 25 records: 5 held out (the 5th, 10th, ... 25th), record 7 bad: 19 trained, in a batch of
 	// 10 and one of 9 that Linger cut short (a third would wait for a record to begin it).

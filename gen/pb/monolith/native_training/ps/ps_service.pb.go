@@ -548,8 +548,12 @@ type ApplyGradientsRequest struct {
 	LearningRates []float32 `protobuf:"fixed32,6,rep,packed,name=learning_rates,json=learningRates,proto3" json:"learning_rates,omitempty"`
 	// The update time the entries take (the reference's req_time; expiry measures from it).
 	UpdateTimeSec int64 `protobuf:"varint,7,opt,name=update_time_sec,json=updateTimeSec,proto3" json:"update_time_sec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The newest event time (Unix milliseconds) of the examples these gradients come from; 0:
+	// unknown (files). The server keeps the newest it has applied, which parameter sync carries to
+	// the serving replicas (freshness: event -> served).
+	NewestEventTimeMs int64 `protobuf:"varint,8,opt,name=newest_event_time_ms,json=newestEventTimeMs,proto3" json:"newest_event_time_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ApplyGradientsRequest) Reset() {
@@ -627,6 +631,13 @@ func (x *ApplyGradientsRequest) GetLearningRates() []float32 {
 func (x *ApplyGradientsRequest) GetUpdateTimeSec() int64 {
 	if x != nil {
 		return x.UpdateTimeSec
+	}
+	return 0
+}
+
+func (x *ApplyGradientsRequest) GetNewestEventTimeMs() int64 {
+	if x != nil {
+		return x.NewestEventTimeMs
 	}
 	return 0
 }
@@ -1674,7 +1685,7 @@ const file_monolith_native_training_ps_ps_service_proto_rawDesc = "" +
 	"\n" +
 	"embeddings\x18\x01 \x01(\fR\n" +
 	"embeddings\x12\x14\n" +
-	"\x05found\x18\x02 \x01(\x03R\x05found\"\xd7\x01\n" +
+	"\x05found\x18\x02 \x01(\x03R\x05found\"\x88\x02\n" +
 	"\x15ApplyGradientsRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\x05R\x03dim\x12\x10\n" +
@@ -1683,7 +1694,8 @@ const file_monolith_native_training_ps_ps_service_proto_rawDesc = "" +
 	"\vglobal_step\x18\x05 \x01(\x03R\n" +
 	"globalStep\x12%\n" +
 	"\x0elearning_rates\x18\x06 \x03(\x02R\rlearningRates\x12&\n" +
-	"\x0fupdate_time_sec\x18\a \x01(\x03R\rupdateTimeSec\"\x18\n" +
+	"\x0fupdate_time_sec\x18\a \x01(\x03R\rupdateTimeSec\x12/\n" +
+	"\x14newest_event_time_ms\x18\b \x01(\x03R\x11newestEventTimeMs\"\x18\n" +
 	"\x16ApplyGradientsResponse\"a\n" +
 	"\vSaveRequest\x12\x10\n" +
 	"\x03dir\x18\x01 \x01(\tR\x03dir\x12\x16\n" +
