@@ -157,3 +157,15 @@ func (k kafkaRecords) Next(ctx context.Context) (job.Record, error) {
 func (k kafkaRecords) Position() ([]byte, error) { return json.Marshal(k.r.Position()) }
 
 func (k kafkaRecords) Close() error { return k.r.Close() }
+
+// Lag is the consumer's lag in records (job.Lagger).
+func (k kafkaRecords) Lag() int64 { return k.r.Lag() }
+
+// Commit commits a checkpoint's offsets to the consumer group (job.Committer).
+func (k kafkaRecords) Commit(ctx context.Context, position []byte) error {
+	var offs kafka.Offsets
+	if err := json.Unmarshal(position, &offs); err != nil {
+		return fmt.Errorf("offsets %s: %w", position, err)
+	}
+	return k.r.Commit(ctx, offs)
+}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/monolith-go/monolith/pkg/discovery"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/hooks/barrier"
@@ -62,7 +64,18 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 	trk := newTracker()
 	// logreg's input starts over in every run (tf.estimator's train), the global step going on.
 	trk.resume = w != nil
-	cp = &positionCheckpointer{Checkpointer: cp, tr: trk, own: r.chief(), prefix: checkpointPrefix(rc.ModelDir)}
+	pcp := &positionCheckpointer{Checkpointer: cp, tr: trk, own: r.chief(), prefix: checkpointPrefix(rc.ModelDir), log: log}
+	if c, ok := cfg.Train.(interface {
+		Commit(context.Context, []byte) error
+	}); ok && r.chief() {
+		pcp.commit = c.Commit
+	}
+	cp = pcp
+	if c, ok := cfg.Train.(interface{ Collector() prometheus.Collector }); ok {
+		if err := st.Register(c.Collector()); err != nil {
+			return err
+		}
+	}
 	ecfg := estimator.Config{Checkpointer: cp, LogStepCountSteps: int64(rc.LogStepCountSteps), Log: log}
 	if ecfg.SaverListeners, err = exportListeners(cfg, w, r, stdout, log); err != nil {
 		return err

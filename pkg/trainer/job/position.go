@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,13 +173,19 @@ type positionCheckpointer struct {
 	// own: the checkpoints are this worker's (the chief's), whose input position they record;
 	// another worker's position is not in them.
 	own bool
-	// prefix is the prefix of the checkpoint of a step.
+	// prefix is the prefix of the checkpoint of step.
 	prefix func(step int64) string
+	// commit, when set, records a saved checkpoint's stream position with the source (the
+	// Kafka consumer group's offsets, for monitoring); a failure is logged to log.
+	commit func(ctx context.Context, position []byte) error
+	log    *slog.Logger
 }
 
 func (c *positionCheckpointer) Save(ctx context.Context, step int64, tensors []estimator.Tensor) (string, error) {
+	var source []byte
 	if n := c.tr.position(); n >= 0 && c.own {
-		data, err := json.Marshal(savedPosition{Examples: n, Source: c.tr.source()})
+		source = c.tr.source()
+		data, err := json.Marshal(savedPosition{Examples: n, Source: source})
 		if err != nil {
 			return "", err
 		}
@@ -186,7 +193,15 @@ func (c *positionCheckpointer) Save(ctx context.Context, step int64, tensors []e
 			return "", fmt.Errorf("save the input position of step %d: %w", step, err)
 		}
 	}
-	return c.Checkpointer.Save(ctx, step, tensors)
+	path, err := c.Checkpointer.Save(ctx, step, tensors)
+	if err == nil && source != nil && c.commit != nil {
+		// Only once the checkpoint holds it: a committed offset is never ahead of what a restore
+		// brings back.
+		if cerr := c.commit(ctx, source); cerr != nil {
+			c.log.Warn("the checkpoint's stream position was not committed to the source (the checkpoint holds it)", "step", step, "err", cerr)
+		}
+	}
+	return path, err
 }
 
 func (c *positionCheckpointer) Restore(ctx context.Context, path string) ([]estimator.Tensor, error) {

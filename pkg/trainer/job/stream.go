@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
@@ -68,6 +70,7 @@ type streamState struct {
 	mu      sync.Mutex
 	holdout []*batch.Batch // one example each, newest last
 	bad     int64
+	metrics *streamMetrics
 }
 
 // NewStream returns s ready to open (its shared state made).
@@ -87,8 +90,29 @@ func NewStream(s Stream) (*Stream, error) {
 	if _, err := batch.NewDecoder(s.Inputs); err != nil {
 		return nil, err
 	}
-	s.state = &streamState{}
+	s.state = &streamState{metrics: newStreamMetrics()}
 	return &s, nil
+}
+
+// Collector is the stream's metrics: records by outcome, records/s, consumer lag in records and
+// seconds, commit failures, and the age of each training batch's newest event.
+func (s *Stream) Collector() prometheus.Collector { return s.state.metrics }
+
+// Commit records position (a checkpoint's) with the open pass's source, when it can (Committer:
+// the Kafka consumer group's offsets); a failure is counted, and returned.
+func (s *Stream) Commit(ctx context.Context, position []byte) error {
+	m := s.state.metrics
+	m.mu.Lock()
+	c, ok := m.open.(Committer)
+	m.mu.Unlock()
+	if !ok || position == nil {
+		return nil
+	}
+	if err := c.Commit(ctx, position); err != nil {
+		m.commitFailed()
+		return fmt.Errorf("%s: commit the checkpoint's position: %w", s.Name, err)
+	}
+	return nil
 }
 
 // Shard is the stream itself: the consumer group divides the partitions.
@@ -116,6 +140,7 @@ func (s *Stream) Open(ctx context.Context, at Position) (estimator.Input[*batch.
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
+	s.state.metrics.setOpen(recs)
 	return &streamInput{s: s, recs: recs, dec: dec}, nil
 }
 
@@ -184,6 +209,7 @@ func (in *streamInput) Next(ctx context.Context) (*batch.Batch, error) {
 			}
 			continue
 		}
+		in.s.state.metrics.read("trained", rec.EventTime)
 		if rec.EventTime.After(b.NewestEventTime) {
 			b.NewestEventTime = rec.EventTime
 		}
@@ -196,6 +222,7 @@ func (in *streamInput) Next(ctx context.Context) (*batch.Batch, error) {
 		return nil, fmt.Errorf("%s: position: %w", in.s.Name, err)
 	}
 	b.Position = pos
+	in.s.state.metrics.batch(b.NewestEventTime)
 	return b, nil
 }
 
@@ -205,6 +232,7 @@ func (in *streamInput) holdout(rec Record) error {
 	if err := in.dec.Append(b, rec.Data); err != nil {
 		return in.skip(rec, err)
 	}
+	in.s.state.metrics.read("held_out", rec.EventTime)
 	st := in.s.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -224,10 +252,14 @@ func (in *streamInput) skip(rec Record, err error) error {
 		return fmt.Errorf("%s: %s: %w (%d bad records skipped before it; --max_bad_records allows %d)", in.s.Name, rec.Where, err, st.bad, in.s.MaxBadRecords)
 	}
 	st.bad++
+	st.metrics.read("bad", rec.EventTime)
 	return nil
 }
 
-func (in *streamInput) Close() error { return in.recs.Close() }
+func (in *streamInput) Close() error {
+	in.s.state.metrics.setOpen(nil)
+	return in.recs.Close()
+}
 
 // Holdout is the Source of a stream's evaluation slice: its newest held-out examples when an
 // evaluation begins, in batches of the stream's size.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	tfexamplepb "github.com/monolith-go/monolith/gen/pb/tensorflow/core/example"
@@ -23,7 +24,10 @@ type memRecords struct {
 	recs  [][]byte
 	next  int
 	ended bool
+	lag   int64
 }
+
+func (m *memRecords) Lag() int64 { return m.lag }
 
 func (m *memRecords) Next(ctx context.Context) (job.Record, error) {
 	if m.next < len(m.recs) {
@@ -117,6 +121,24 @@ func TestStream(t *testing.T) {
 	if s.Bad() != 1 {
 		t.Errorf("%d bad records, want 1", s.Bad())
 	}
+	// The metrics count every record by outcome, the lag the open records report, and the age
+	// of each batch's newest event (records of 2001: years old).
+	recs.lag = 7
+	got := streamMetrics(t, s)
+	for k, want := range map[string]float64{
+		`monolith_train_stream_records_total{outcome="trained"}`:  19,
+		`monolith_train_stream_records_total{outcome="held_out"}`: 5,
+		`monolith_train_stream_records_total{outcome="bad"}`:      1,
+		`monolith_train_stream_lag_records`:                       7,
+		`monolith_train_stream_event_age_seconds_count`:           2,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	if age := got[`monolith_train_stream_lag_seconds`]; age < float64(time.Since(time.UnixMilli(1e12+24))/time.Second)-60 {
+		t.Errorf("lag %v s, want the age of the newest record read", age)
+	}
 	ev, err := s.Holdout().Open(ctx, job.Position{})
 	if err != nil {
 		t.Fatal(err)
@@ -164,4 +186,35 @@ func TestStream(t *testing.T) {
 	if _, err := in3.Next(ctx); err != io.EOF {
 		t.Fatalf("after the stop: %v, want io.EOF", err)
 	}
+}
+
+// streamMetrics scrapes the stream's metrics: "name{labels}" -> value.
+func streamMetrics(t *testing.T, s *job.Stream) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(s.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			switch {
+			case m.GetCounter() != nil:
+				out[name] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[name] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				out[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }

@@ -89,6 +89,15 @@ func Start(addr string, stdout io.Writer, log *slog.Logger) (*Status, error) {
 	return s, nil
 }
 
+// Register adds the metrics of c (the training input's: a stream's lag and records) to the
+// status's.
+func (s *Status) Register(c prometheus.Collector) error {
+	if err := s.reg.Register(c); err != nil {
+		return fmt.Errorf("training status: register metrics: %w", err)
+	}
+	return nil
+}
+
 // Addr is the status endpoint's address, "" without one.
 func (s *Status) Addr() string {
 	if s.srv == nil {
