@@ -23,6 +23,7 @@ import (
 	"github.com/monolith-go/monolith/internal/faketfsbin"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/internal/syncbuf"
+	"github.com/monolith-go/monolith/pkg/agent/inprocserving"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
@@ -165,7 +166,7 @@ func TestDemo(t *testing.T) {
 	}
 	a := r.Agent.(*agentv3.Agent)
 	eventually(t, "the bindings to reach the service map", func() bool { return len(a.AddrsMap()) == len(want) })
-	c, err := agentsvc.Dial(localAddr(a.AgentServiceAddr()), agentsvc.ClientOptions{Timeout: 5 * time.Second})
+	c, err := agentsvc.Dial(inprocserving.LocalAddr(a.AgentServiceAddr()), agentsvc.ClientOptions{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestConf(t *testing.T) {
 			t.Errorf("ZooKeeper's service info %+v, %v, %v; want gRPC %s", info, ok, err, grpcAddr)
 		}
 		eventually(t, "m:entry to be bound", func() bool { return len(a.AddrsMap()["m:entry"]) == 1 })
-		c, err := agentsvc.Dial(localAddr(a.AgentServiceAddr()), agentsvc.ClientOptions{Timeout: 5 * time.Second})
+		c, err := agentsvc.Dial(inprocserving.LocalAddr(a.AgentServiceAddr()), agentsvc.ClientOptions{Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package inprocserving
 
 import (
 	"fmt"
@@ -16,9 +16,9 @@ import (
 	"github.com/monolith-go/monolith/pkg/tfs"
 )
 
-// demoEntryTimeout bounds one lookup of the entry on a PS replica (cmd/model_server's
+// entryTimeout bounds one lookup of the entry on a PS replica (cmd/model_server's
 // --archon_entry_to_ps_rpc_timeout).
-const demoEntryTimeout = 5 * time.Second
+const entryTimeout = 5 * time.Second
 
 // modelServerTFS runs the model server (pkg/modelserver, cmd/model_server's core) in the agent's
 // process as its tfs.Process (inproc.Process): the agent drives it as it drives
@@ -32,12 +32,13 @@ var _ tfs.Process = (*modelServerTFS)(nil)
 
 // newModelServerTFS serves modelConfigFile on port once started; agentAddr is the agent's
 // AgentService, asked when an entry first needs its PS replicas (the agent listens once it has
-// started this server).
-func newModelServerTFS(modelConfigFile string, port int, agentAddr func() string, log *slog.Logger) *modelServerTFS {
+// started this server). The PS sub-graphs report parameter sync's event times to the server's
+// metrics and to observe (when set).
+func newModelServerTFS(modelConfigFile string, port int, agentAddr func() string, observe psshard.Observer, log *slog.Logger) *modelServerTFS {
 	return &modelServerTFS{inproc.NewProcess("in-process model server", modelConfigFile, func() (inproc.Server, func(), error) {
 		metrics := modelserver.NewMetrics()
-		replicas := demoReplicas(agentAddr, log)
-		loader := entry.NewLoader(entry.Config{Replicas: replicas, Timeout: demoEntryTimeout,
+		replicas := agentReplicas(agentAddr, log)
+		loader := entry.NewLoader(entry.Config{Replicas: replicas, Timeout: entryTimeout,
 			Metrics: entry.NewMetrics(metrics.Registry()), Logger: log})
 		release := func() {
 			loader.Close()
@@ -46,7 +47,12 @@ func newModelServerTFS(modelConfigFile string, port int, agentAddr func() string
 		srv, err := modelserver.New(nil, modelserver.Options{
 			Addr: fmt.Sprintf("127.0.0.1:%d", port),
 			Manager: modelserver.ManagerOptions{
-				Loaders: modelserver.Loaders{modelserver.KindPS: psshard.NewLoader(metrics.Fresh), modelserver.KindEntry: loader.Load},
+				Loaders: modelserver.Loaders{modelserver.KindPS: psshard.NewLoader(func(model string, ms int64) {
+					metrics.Fresh(model, ms)
+					if observe != nil {
+						observe(model, ms)
+					}
+				}), modelserver.KindEntry: loader.Load},
 			},
 			ConfigFile: modelConfigFile, FileSystemPollInterval: time.Second, Metrics: metrics, Logger: log,
 		})
@@ -68,16 +74,16 @@ func (s modelServer) Status(spec *servingapis.ModelSpec) []*servingapis.ModelVer
 	return list
 }
 
-// demoReplicas asks the agent's HeartBeat for the PS replicas (entry.AgentReplicas), starting when
+// agentReplicas asks the agent's HeartBeat for the PS replicas (entry.AgentReplicas), starting when
 // an entry first needs them, once the agent listens.
-func demoReplicas(addr func() string, log *slog.Logger) *entry.LazyReplicas {
+func agentReplicas(addr func() string, log *slog.Logger) *entry.LazyReplicas {
 	return &entry.LazyReplicas{
 		New: func() (*entry.AgentReplicas, error) {
 			a := addr()
 			if a == "" {
 				return nil, status.Error(codes.Unavailable, "the agent's AgentService does not listen yet")
 			}
-			r, err := entry.NewAgentReplicas(entry.AgentOptions{Addr: a, Interval: demoSync, Logger: log})
+			r, err := entry.NewAgentReplicas(entry.AgentOptions{Addr: a, Interval: SyncInterval, Logger: log})
 			if err != nil {
 				return nil, status.Errorf(codes.Unavailable, "agent %s: %v", a, err)
 			}
