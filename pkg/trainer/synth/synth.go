@@ -167,6 +167,34 @@ func New(cfg Config) (*Generator, error) {
 	return g, nil
 }
 
+// driftStream is the PCG stream of a drifted ground truth's id weights.
+const driftStream = 0xd21f_70_3e1675
+
+// Drifted is the ground truth after a drift: the same features and dense weights, the ids'
+// weights (and latent vectors) redrawn from seed. What was learned about the ids is stale; a model
+// that follows the stream (online training, its embeddings pushed to serving) recovers, one frozen
+// before the drift does not.
+func (g *Generator) Drifted(seed uint64) *Generator {
+	d := &Generator{cfg: g.cfg, dense: g.dense, ids: make([][]float64, len(g.ids))}
+	rng := rand.New(rand.NewPCG(seed, driftStream))
+	for s := range d.ids {
+		d.ids[s] = make([]float64, len(g.ids[s]))
+		for i := range d.ids[s] {
+			d.ids[s][i] = rng.NormFloat64() * g.cfg.IDStd
+		}
+	}
+	if g.latent != nil {
+		d.latent = make([][]float64, len(g.latent))
+		for s := range d.latent {
+			d.latent[s] = make([]float64, len(g.latent[s]))
+			for i := range d.latent[s] {
+				d.latent[s][i] = rng.NormFloat64() * g.cfg.LatentStd
+			}
+		}
+	}
+	return d
+}
+
 // Config is the generator's configuration, defaults filled in.
 func (g *Generator) Config() Config { return g.cfg }
 

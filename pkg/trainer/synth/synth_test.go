@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -341,4 +342,62 @@ func TestLatentFactorsMatter(t *testing.T) {
 	if best < 0.75 || firstOrder > best-0.05 {
 		t.Errorf("best AUC %v, first-order terms only %v: want the latent terms to add at least 0.05", best, firstOrder)
 	}
+}
+
+// TestDrifted: a drifted ground truth keeps the features and the dense weights, redraws the ids'
+// weights (the same seed the same drift), and its labels are predicted worse by the old truth.
+func TestDrifted(t *testing.T) {
+	for _, cfg := range []Config{small, {Seed: 7, NumDense: 3, NumSlots: 2, Vocab: 50, LatentDim: 2}} {
+		g, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, d2 := g.Drifted(1), g.Drifted(1)
+		if d.Config() != g.Config() || !slices.Equal(d.dense, g.dense) {
+			t.Fatalf("drift changed the config or the dense weights")
+		}
+		if !slices.Equal(d.ids[0], d2.ids[0]) || slices.Equal(d.ids[0], g.ids[0]) {
+			t.Fatalf("drift: ids' weights not redrawn deterministically")
+		}
+		if (g.latent == nil) != (d.latent == nil) {
+			t.Fatalf("drift: latent vectors %v, before %v", d.latent != nil, g.latent != nil)
+		}
+		// The old truth's probabilities rank the drifted stream's clicks worse.
+		var oldP, newP, labels []float64
+		st := d.Stream(3)
+		for range 4000 {
+			ex, p := st.Next()
+			q, err := g.Prob(ex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oldP, newP, labels = append(oldP, q), append(newP, p), append(labels, float64(ex.Label[0]))
+		}
+		if o, n := aucOf(oldP, labels), aucOf(newP, labels); o >= n-0.05 {
+			t.Errorf("latent %d: the old truth's AUC on drifted labels %.3f, the drifted truth's %.3f: no drift", cfg.LatentDim, o, n)
+		}
+	}
+}
+
+// aucOf is the AUC of scores against 0/1 labels (pairs counted, ties half).
+func aucOf(scores, labels []float64) float64 {
+	var pos, neg, wins float64
+	for i := range scores {
+		for j := range scores {
+			if labels[i] == 1 && labels[j] == 0 {
+				switch {
+				case scores[i] > scores[j]:
+					wins++
+				case scores[i] == scores[j]:
+					wins += 0.5
+				}
+			}
+		}
+		if labels[i] == 1 {
+			pos++
+		} else {
+			neg++
+		}
+	}
+	return wins / (pos * neg)
 }
