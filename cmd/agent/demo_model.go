@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
@@ -131,7 +130,7 @@ func trainDemoModel(ctx context.Context, modelDir, exportBase string, log *slog.
 		return err
 	}
 	defer job.Close()
-	g, router, model := job.Gen, job.Router, job.Model
+	g, model := job.Gen, job.Model
 	log.Info("demo model: training", "budget", demoTrainBudget, "max_steps", demoMaxSteps, "batch", demoBatch)
 	stream := g.Stream(1)
 	var loss float64
@@ -150,24 +149,10 @@ func trainDemoModel(ctx context.Context, modelDir, exportBase string, log *slog.
 	step := model.GlobalStep()
 	log.Info("demo model: trained", "steps", step, "loss", loss, "took", time.Since(start).Round(time.Millisecond))
 
-	// The checkpoint, as cmd/train's chief writes it: the parameter servers dump the tables, then
-	// the dense part is saved.
-	cp, err := ckptdir.Open(ckptdir.Options{Dir: modelDir, MaxToKeep: 1, Log: quiet})
+	res, err := job.Export(ctx, modelDir, demoNumPS, 1, exportBase)
 	if err != nil {
 		return err
 	}
-	prefix := filepath.Join(modelDir, "model.ckpt-"+strconv.FormatInt(step, 10))
-	if _, err := router.Save(ctx, prefix+export.EmbeddingsSuffix); err != nil {
-		return fmt.Errorf("save the tables: %w", err)
-	}
-	if _, err := cp.Save(ctx, step, model.Tensors()); err != nil {
-		return fmt.Errorf("save the checkpoint: %w", err)
-	}
-	res, err := export.Export(ctx, export.Options{ModelDir: modelDir, ExportBase: exportBase,
-		Spec: export.SpecFromDNN(model.Config(), g.Schema()), NumPS: demoNumPS, Keep: 1, Log: quiet})
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	log.Info("demo model: exported", "version", res.Version, "entries", res.Entries, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("demo model: exported", "version", res[0].Version, "entries", res[0].Entries, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/dataset/kafka/embedded"
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
+	"github.com/monolith-go/monolith/pkg/trainer/kafkastream"
 )
 
 // streamData is the input of a run on a Kafka stream (--kafka_topics): the stream, decoded
@@ -53,6 +53,9 @@ func streamData(ctx context.Context, f cputrainingspec.TrainFlags, rc *runconfig
 	cfg.StreamTimeout = f.KafkaStreamTimeout
 	cfg.HasHeader = f.KafkaHasHeader
 	cfg.Configuration = splitComma(f.KafkaConfiguration)
+	cfg.FilterEmpty = f.KafkaFilterEmpty
+	// The framing headers' flags, as the reference takes them from the runner config.
+	cfg.KafkaDump, cfg.KafkaDumpPrefix = rc.KafkaDump, rc.KafkaDumpPrefix
 	servers := ""
 	if rc.KafkaServers != nil {
 		servers = *rc.KafkaServers
@@ -70,19 +73,7 @@ func streamData(ctx context.Context, f cputrainingspec.TrainFlags, rc *runconfig
 	topics := strings.Join(cfg.Topics, ",")
 	s, err := job.NewStream(job.Stream{Name: "--kafka_topics " + topics, Inputs: inputs, BatchSize: f.BatchSize, Linger: f.StreamLinger,
 		MaxBadRecords: f.MaxBadRecords, Stop: stopTraining,
-		OpenRecords: func(ctx context.Context, position []byte) (job.Records, error) {
-			var start kafka.Offsets
-			if position != nil {
-				if err := json.Unmarshal(position, &start); err != nil {
-					return nil, fmt.Errorf("the checkpoint's offsets %s: %w", position, err)
-				}
-			}
-			r, err := kafka.Open(ctx, kafka.Config(cfg), start, log)
-			if err != nil {
-				return nil, err
-			}
-			return kafkaRecords{r}, nil
-		},
+		OpenRecords:  kafkastream.Opener(kafka.Config(cfg), log),
 		HoldoutEvery: holdoutEvery(f), HoldoutSize: holdoutSize(f)})
 	if err != nil {
 		return input{}, stop, cli.Usage(err)
@@ -124,7 +115,9 @@ func holdoutSize(f cputrainingspec.TrainFlags) int {
 // streamEnd words what ends a stream run.
 func streamEnd(f cputrainingspec.TrainFlags) string {
 	if f.KafkaStreamTimeout >= 0 {
-		return fmt.Sprintf("%d ms pass without a message, or a signal", f.KafkaStreamTimeout)
+		// The reference's rule: the stream ends after max(stream_timeout, message_poll_timeout).
+		ms := max(f.KafkaStreamTimeout, kafka.DefaultConfig().MessagePollTimeout)
+		return fmt.Sprintf("%d ms pass without a message, or a signal", ms)
 	}
 	return "a signal (SIGTERM, SIGINT)"
 }
@@ -137,35 +130,4 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
-}
-
-// kafkaRecords are a Kafka reader's records as the job's stream reads them.
-type kafkaRecords struct{ r *kafka.Reader }
-
-func (k kafkaRecords) Next(ctx context.Context) (job.Record, error) {
-	rec, err := k.r.Next(ctx)
-	var re *kafka.RecordError
-	if errors.As(err, &re) {
-		return job.Record{Where: re.Error(), Err: re}, nil
-	}
-	if err != nil {
-		return job.Record{}, err
-	}
-	return job.Record{Data: rec.Data, Where: fmt.Sprintf("topic %s partition %d offset %d", rec.Topic, rec.Partition, rec.Offset), EventTime: rec.EventTime}, nil
-}
-
-func (k kafkaRecords) Position() ([]byte, error) { return json.Marshal(k.r.Position()) }
-
-func (k kafkaRecords) Close() error { return k.r.Close() }
-
-// Lag is the consumer's lag in records (job.Lagger).
-func (k kafkaRecords) Lag() int64 { return k.r.Lag() }
-
-// Commit commits a checkpoint's offsets to the consumer group (job.Committer).
-func (k kafkaRecords) Commit(ctx context.Context, position []byte) error {
-	var offs kafka.Offsets
-	if err := json.Unmarshal(position, &offs); err != nil {
-		return fmt.Errorf("offsets %s: %w", position, err)
-	}
-	return k.r.Commit(ctx, offs)
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -9,11 +12,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
 	tfexamplepb "github.com/monolith-go/monolith/gen/pb/tensorflow/core/example"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/dataset/kafka"
 	"github.com/monolith-go/monolith/pkg/dataset/kafka/embedded"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 )
 
 // produce writes ratings [from, from+n) of seed's stream to topic as tf.train.Examples.
@@ -73,6 +79,10 @@ func TestTrainOnStream(t *testing.T) {
 	if auc, _, _ := first.final(t); auc < 0.6 {
 		t.Errorf("first run: held-out auc %v, want learning", auc)
 	}
+	// The checkpoints' offsets are committed to the consumer group too (for monitoring).
+	if got, want := committedOffsets(t, b.Addr(), kafka.DefaultGroupID, "ratings"), checkpointOffsets(t, filepath.Join(dir, "m")); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the group's committed offsets %v, the newest checkpoint's %v", got, want)
+	}
 	produce(t, b.Addr(), "ratings", 1000, 2)
 	second := runOK(t, args...)
 	m2 := streamStop.FindStringSubmatch(second.stdout)
@@ -88,4 +98,57 @@ func TestTrainOnStream(t *testing.T) {
 	if s2 <= s1 {
 		t.Errorf("the second run ended at step %d, the first at %d", s2, s1)
 	}
+}
+
+// committedOffsets are the offsets group has committed for topic's partitions (-1: none).
+func committedOffsets(t *testing.T, addr, group, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	rt.Partitions = []int32{0, 1}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("offset fetch of group %s: %v", group, err)
+	}
+	out := map[int32]int64{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("offset fetch of group %s partition %d: error code %d", group, p.Partition, p.ErrorCode)
+			}
+			out[p.Partition] = p.Offset
+		}
+	}
+	return out
+}
+
+// checkpointOffsets are the Kafka offsets the newest checkpoint of modelDir recorded (of the
+// topic "ratings").
+func checkpointOffsets(t *testing.T, modelDir string) map[int32]int64 {
+	t.Helper()
+	st, err := checkpoint.ReadState(modelDir, nil)
+	if err != nil || st == nil {
+		t.Fatalf("checkpoint state of %s: %v, %v", modelDir, st, err)
+	}
+	data, err := os.ReadFile(st.ModelCheckpointPath + ".input.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos struct {
+		Source kafka.Offsets `json:"source"`
+	}
+	if err := json.Unmarshal(data, &pos); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	return pos.Source["ratings"]
 }

@@ -179,8 +179,10 @@ func Open(ctx context.Context, cfg Config, start Offsets, log *slog.Logger) (*Re
 	}
 	r := &Reader{
 		s: s, cfg: cfg, log: log,
-		start:   start.Clone(),
-		pos:     Offsets{},
+		start: start.Clone(),
+		// A partition given a start offset is at it until it is read: a checkpoint of a run
+		// that reads nothing of it keeps its offset (else the next restore would start it over).
+		pos:     start.Clone(),
 		hw:      Offsets{},
 		lastMsg: time.Now(),
 		closed:  make(chan struct{}),
@@ -437,7 +439,7 @@ func (r *Reader) enqueueLocked(m *kgo.Record) {
 }
 
 // Position returns the offsets after the records Next has returned (and the messages it
-// skipped), per partition this reader has read.
+// skipped), per partition this reader has read or was given a start offset for.
 func (r *Reader) Position() Offsets {
 	r.mu.Lock()
 	defer r.mu.Unlock()
