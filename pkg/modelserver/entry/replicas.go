@@ -166,6 +166,9 @@ func (a *AgentReplicas) refresh(ctx context.Context) {
 	a.refreshMu.Lock()
 	defer a.refreshMu.Unlock()
 	resp, err := a.client.HeartBeat(ctx, agentpb.ServerType_PS)
+	if err != nil && ctx.Err() != nil {
+		return // the caller gave up (its request ended): no word of the agent
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.last = time.Now()
