@@ -22,6 +22,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/monolith-go/monolith/internal/jobdiscovery"
@@ -29,6 +32,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/estimator"
 	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
+	"github.com/monolith-go/monolith/pkg/pathutil"
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
@@ -277,6 +281,9 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, log *slog.Logger) er
 		}
 		var cp estimator.Checkpointer = ckpt
 		if rc.RestoreCkpt != nil && *rc.RestoreCkpt != "" {
+			if err := checkRestoreCkpt(rc); err != nil {
+				return configError(err)
+			}
 			cp = &stateCheckpointer{Checkpointer: ckpt, rc: rc, log: log}
 		}
 		if r.chief() {
@@ -328,6 +335,43 @@ func saveEvery(rc *runconfig.RunnerConfig) string {
 	}
 	return "a checkpoint at the end"
 }
+
+// checkRestoreCkpt refuses a --restore_ckpt that names no checkpoint of the model dir (after
+// --restore_dir's set-up), naming the ones there: runner_utils' get_checkpoint_state would warn
+// and go on from the newest, a run the user did not ask for. In train mode a restore_ckpt already
+// applied once (its marker in the model dir) is not looked at again: the run goes on from the
+// newest, as get_checkpoint_state does.
+func checkRestoreCkpt(rc *runconfig.RunnerConfig) error {
+	want := *rc.RestoreCkpt
+	if rc.Mode == checkpoint.ModeTrain {
+		if _, err := os.Stat(filepath.Join(rc.ModelDir, checkpoint.RestoreCkptMarker)); err == nil {
+			return nil
+		}
+	}
+	st, err := checkpoint.ReadState(rc.ModelDir, nil)
+	if err != nil {
+		return fmt.Errorf("--restore_ckpt %s: %w", want, err)
+	}
+	var have []string
+	if st != nil {
+		// get_checkpoint_state's match: the name in the directory of the newest checkpoint.
+		restore := pathutil.Join(pathutil.Dirname(st.ModelCheckpointPath), baseName(want))
+		for _, p := range st.AllModelCheckpointPaths {
+			if p == restore {
+				return nil
+			}
+			have = append(have, baseName(p))
+		}
+	}
+	its := "it has none"
+	if len(have) > 0 {
+		its = "its checkpoints: " + strings.Join(have, ", ")
+	}
+	return fmt.Errorf("--restore_ckpt %s: --model_dir %s has no such checkpoint (%s)", want, rc.ModelDir, its)
+}
+
+// baseName is what follows a path's last "/".
+func baseName(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
 
 // stateCheckpointer finds the checkpoint to restore through runner_utils' get_checkpoint_state,
 // which applies --restore_ckpt (once in train mode, marked in model_dir; always in other modes).
