@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -91,7 +92,9 @@ func (c *conns) close() { c.keep(nil) }
 // push sends one request to addr once, bounded by the request's timeout_in_ms (and ctx), and says
 // how it went as the reference's PushResponse: the target, the gRPC status and, when it succeeded,
 // the ids the target assigned.
-func (c *conns) push(ctx context.Context, addr string, req *paramsyncpb.PushRequest, pred *servingapis.PredictRequest) *paramsyncpb.PushResponse {
+// The answer's servable id (psshard.ServableIDHeader; "" when the target does not say) goes in
+// *servable.
+func (c *conns) push(ctx context.Context, addr string, req *paramsyncpb.PushRequest, pred *servingapis.PredictRequest, servable *string) *paramsyncpb.PushResponse {
 	resp := &paramsyncpb.PushResponse{Target: proto.String(addr), UpdateNum: proto.Int32(0)}
 	fail := func(err error) *paramsyncpb.PushResponse {
 		st := status.Convert(err)
@@ -105,7 +108,11 @@ func (c *conns) push(ctx context.Context, addr string, req *paramsyncpb.PushRequ
 	}
 	actx, cancel := context.WithTimeout(ctx, time.Duration(req.GetTimeoutInMs())*time.Millisecond)
 	defer cancel()
-	out, err := client.Predict(actx, pred)
+	var hdr metadata.MD
+	out, err := client.Predict(actx, pred, grpc.Header(&hdr))
+	if v := hdr.Get(psshard.ServableIDHeader); len(v) > 0 {
+		*servable = v[0]
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -23,6 +23,8 @@ type Metrics struct {
 	lastTargets   prometheus.Gauge
 	lastCycleDone prometheus.Gauge
 	freshness     prometheus.Histogram
+	catchUps      *prometheus.CounterVec
+	catchUpIDs    *prometheus.CounterVec
 }
 
 // FreshnessBuckets are the buckets of the freshness histograms (event -> served), 50 ms to about
@@ -57,8 +59,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		freshness: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "freshness_seconds",
 			Help:    "Time from the newest event a push's updates include (its examples' event time) to a target's taking the push's last request: event -> served, per target and push.",
 			Buckets: FreshnessBuckets}),
+		catchUps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "catch_ups_total",
+			Help: "Catch-up pushes of every entry a target took (it was new, had missed a push, or was reloaded), by target."}, []string{"target"}),
+		catchUpIDs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "catch_up_ids_total",
+			Help: "Ids sent in catch-up pushes a target took, by target."}, []string{"target"}),
 	}
-	for _, c := range []prometheus.Collector{m.takenIDs, m.pushedIDs, m.failedIDs, m.requests, m.requestSecs, m.retouchedIDs, m.noTargets, m.cycleSecs, m.lastTargets, m.lastCycleDone, m.freshness} {
+	for _, c := range []prometheus.Collector{m.takenIDs, m.pushedIDs, m.failedIDs, m.requests, m.requestSecs, m.retouchedIDs, m.noTargets, m.cycleSecs, m.lastTargets, m.lastCycleDone, m.freshness, m.catchUps, m.catchUpIDs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -114,5 +120,12 @@ func (m *Metrics) cycle(r *Result) {
 func (m *Metrics) fresh(d time.Duration) {
 	if m != nil {
 		m.freshness.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) caughtUp(target string, n int) {
+	if m != nil {
+		m.catchUps.WithLabelValues(target).Inc()
+		m.catchUpIDs.WithLabelValues(target).Add(float64(n))
 	}
 }

@@ -79,6 +79,18 @@ type Pusher struct {
 	log     *slog.Logger
 	conns   *conns
 	lastErr map[string]string // by target: the last failure logged, "" once it succeeded
+	targets map[string]*target
+}
+
+// target is what the pusher knows of a target between pushes (catch-up pushes need a Source that
+// is a Snapshotter).
+type target struct {
+	// synced: the target has every update up to the last push (it took a catch-up push, and
+	// every push since).
+	synced bool
+	// servable is the load of the shard the target last answered from (psshard's
+	// ServableIDHeader; "" unknown): another one means it was reloaded or restarted.
+	servable string
 }
 
 // New returns a pusher of cfg; Close releases its connections.
@@ -124,7 +136,7 @@ func New(cfg Config) (*Pusher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	sub := cfg.Model + ":ps_" + strconv.Itoa(cfg.Shard)
-	return &Pusher{cfg: cfg, sub: sub, log: log.With("sub_graph", sub), conns: newConns(), lastErr: map[string]string{}}, nil
+	return &Pusher{cfg: cfg, sub: sub, log: log.With("sub_graph", sub), conns: newConns(), lastErr: map[string]string{}, targets: map[string]*target{}}, nil
 }
 
 // Close closes the connections to the targets.
@@ -207,6 +219,9 @@ type TargetResult struct {
 	// Failed is how many requests failed (after their retries, or skipped once the target was
 	// found down); Tries counts every try.
 	Failed, Tries int
+	// CatchUp is how many ids a catch-up push sent the target (every entry: it was new, had
+	// missed a push, or was reloaded), 0 when it had none.
+	CatchUp int
 	// Err is the last failure, nil when every request succeeded.
 	Err error
 	// Responses are the reference's PushResponse of each request, in order.
@@ -264,13 +279,26 @@ func (p *Pusher) PushOnce(ctx context.Context) (*Result, error) {
 	}
 	res.Targets = make([]TargetResult, len(addrs))
 	delivered := make([][]bool, len(addrs))
-	if len(reqs) > 0 {
+	_, catchUps := p.cfg.Source.(Snapshotter)
+	states := make([]*target, len(addrs))
+	for i, addr := range addrs {
+		if states[i] = p.targets[addr]; states[i] == nil {
+			states[i] = &target{}
+		}
+	}
+	// A target that leaves the list and comes back is caught up again.
+	p.targets = make(map[string]*target, len(addrs))
+	for i, addr := range addrs {
+		p.targets[addr] = states[i]
+	}
+	if len(reqs) > 0 || catchUps {
+		snap := &snapshot{}
 		var wg sync.WaitGroup
 		for i, addr := range addrs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res.Targets[i], delivered[i] = p.pushTarget(ctx, addr, reqs, preds, res.NewestEventTime)
+				res.Targets[i], delivered[i] = p.pushTarget(ctx, addr, states[i], reqs, preds, res.NewestEventTime, snap)
 			}()
 		}
 		wg.Wait()
@@ -298,15 +326,7 @@ func (p *Pusher) take() ([]*paramsyncpb.PushRequest, error) {
 	for _, table := range slices.Sorted(maps.Keys(dims)) {
 		dim := dims[table]
 		n, err := p.cfg.Source.TakeTouched(table, p.idsPerRequest(dim), func(ids []int64, embs []float32) error {
-			reqs = append(reqs, &paramsyncpb.PushRequest{
-				ModelName:     proto.String(p.sub),
-				SignatureName: proto.String(psshard.AssignSignature),
-				TimeoutInMs:   proto.Int64(p.cfg.Timeout.Milliseconds()),
-				DeltaHashTables: []*paramsyncpb.PushRequest_DeltaEmbeddingHashTable{{
-					UniqueId: proto.String(table), DimSize: proto.Int32(int32(dim)),
-					Fids: slices.Clone(ids), Embeddings: slices.Clone(embs),
-				}},
-			})
+			reqs = append(reqs, p.request(table, dim, ids, embs))
 			return nil
 		})
 		p.cfg.Metrics.taken(table, n)
@@ -318,6 +338,79 @@ func (p *Pusher) take() ([]*paramsyncpb.PushRequest, error) {
 		}
 	}
 	return reqs, nil
+}
+
+// Snapshotter is a Source that can hand every entry of a table (pkg/ps.Server): a target that is
+// new, missed a push or was reloaded (another servable id) gets a catch-up push of every entry,
+// so that it serves what the trainer has again, not its export plus the pushes since.
+type Snapshotter interface {
+	EachEntry(table string, max int, fn func(ids []int64, embs []float32) error) (int, error)
+}
+
+// snapshot is a push's catch-up requests, taken once for all the targets that need them (after
+// the push's take: they hold every value its requests hold, or newer).
+type snapshot struct {
+	once  sync.Once
+	reqs  []*paramsyncpb.PushRequest
+	preds []*servingapis.PredictRequest
+	ids   int
+	err   error
+}
+
+func (p *Pusher) snapshot(s *snapshot) *snapshot {
+	s.once.Do(func() {
+		src := p.cfg.Source.(Snapshotter)
+		dims := p.cfg.Source.SyncTables()
+		for _, table := range slices.Sorted(maps.Keys(dims)) {
+			dim := dims[table]
+			per := p.idsPerRequest(dim)
+			// The table hands its entries a stripe at a time: requests fill up across stripes.
+			var ids []int64
+			var embs []float32
+			n, err := src.EachEntry(table, per, func(bids []int64, bembs []float32) error {
+				for len(bids) > 0 {
+					k := min(per-len(ids), len(bids))
+					ids, embs = append(ids, bids[:k]...), append(embs, bembs[:k*dim]...)
+					bids, bembs = bids[k:], bembs[k*dim:]
+					if len(ids) == per {
+						s.reqs = append(s.reqs, p.request(table, dim, ids, embs))
+						ids, embs = ids[:0], embs[:0]
+					}
+				}
+				return nil
+			})
+			if len(ids) > 0 {
+				s.reqs = append(s.reqs, p.request(table, dim, ids, embs))
+			}
+			s.ids += n
+			if err != nil && errkind.Of(err) != errkind.NotFound {
+				s.err = fmt.Errorf("catch-up: the entries of table %q: %w", table, err)
+				return
+			}
+		}
+		for _, r := range s.reqs {
+			pr, _, err := Convert(r)
+			if err != nil {
+				s.err = err
+				return
+			}
+			s.preds = append(s.preds, pr)
+		}
+	})
+	return s
+}
+
+// request is a push request of one table's ids and embeddings (copied).
+func (p *Pusher) request(table string, dim int, ids []int64, embs []float32) *paramsyncpb.PushRequest {
+	return &paramsyncpb.PushRequest{
+		ModelName:     proto.String(p.sub),
+		SignatureName: proto.String(psshard.AssignSignature),
+		TimeoutInMs:   proto.Int64(p.cfg.Timeout.Milliseconds()),
+		DeltaHashTables: []*paramsyncpb.PushRequest_DeltaEmbeddingHashTable{{
+			UniqueId: proto.String(table), DimSize: proto.Int32(int32(dim)),
+			Fids: slices.Clone(ids), Embeddings: slices.Clone(embs),
+		}},
+	}
 }
 
 // idsPerRequest is how many ids of dimension dim a request holds at most.
@@ -338,54 +431,134 @@ func (p *Pusher) giveBack(reqs []*paramsyncpb.PushRequest) {
 
 // pushTarget sends the requests to addr in order, each with its retries; once the target is
 // found down the rest are skipped. The last request carries the newest event time (ms > 0): the
-// target has every update of the cycle once it has taken that one. It reports which requests the
-// target took.
-func (p *Pusher) pushTarget(ctx context.Context, addr string, reqs []*paramsyncpb.PushRequest, preds []*servingapis.PredictRequest, ms int64) (TargetResult, []bool) {
+// target has every update of the cycle once it has taken that one. A target that needs a catch-up
+// (st: new, it missed a push, or it answers from another load than before) gets the snapshot's
+// requests instead, which hold every entry; a target that has nothing to get is asked with an empty
+// request, which tells its load. It reports which of reqs the target took (all of them once it
+// took a catch-up).
+func (p *Pusher) pushTarget(ctx context.Context, addr string, st *target, reqs []*paramsyncpb.PushRequest, preds []*servingapis.PredictRequest, ms int64, snap *snapshot) (TargetResult, []bool) {
 	tr := TargetResult{Addr: addr}
 	delivered := make([]bool, len(reqs))
+	_, catchUps := p.cfg.Source.(Snapshotter)
 	var down error
-	for i, r := range reqs {
+	// send sends one request; it reports whether the target took it.
+	send := func(r *paramsyncpb.PushRequest, pred *servingapis.PredictRequest, last bool) bool {
 		if down == nil && ctx.Err() != nil {
 			down = status.FromContextError(ctx.Err()).Err()
 		}
+		ids := len(r.GetDeltaHashTables()) > 0
+		n := 0
+		if ids {
+			n = len(r.GetDeltaHashTables()[0].GetFids())
+		}
 		if down != nil {
-			st := status.Convert(down)
-			tr.Responses = append(tr.Responses, &paramsyncpb.PushResponse{Target: proto.String(addr), StatusCode: proto.Int32(int32(st.Code())),
-				ErrorMessage: proto.String("not sent, the target failed: " + st.Message()), UpdateNum: proto.Int32(0)})
+			ds := status.Convert(down)
+			tr.Responses = append(tr.Responses, &paramsyncpb.PushResponse{Target: proto.String(addr), StatusCode: proto.Int32(int32(ds.Code())),
+				ErrorMessage: proto.String("not sent, the target failed: " + ds.Message()), UpdateNum: proto.Int32(0)})
 			tr.Failed++
-			p.cfg.Metrics.failed(addr, st.Code(), len(r.GetDeltaHashTables()[0].GetFids()))
-			continue
+			p.cfg.Metrics.failed(addr, ds.Code(), n)
+			return false
 		}
 		rctx := ctx
-		if i == len(reqs)-1 {
+		if last {
 			rctx = eventtime.Outgoing(ctx, ms)
 		}
-		resp, tries := p.pushRetrying(rctx, addr, r, preds[i])
+		var servable string
+		resp, tries := p.pushRetrying(rctx, addr, r, pred, &servable)
 		tr.Tries += tries
-		tr.Responses = append(tr.Responses, resp)
+		if ids {
+			tr.Responses = append(tr.Responses, resp)
+		}
 		code := codes.Code(resp.GetStatusCode())
 		if code == codes.OK {
-			delivered[i] = true
+			if servable != "" {
+				if st.servable != "" && servable != st.servable {
+					st.synced = false // reloaded or restarted: what it had pushed is gone
+				}
+				st.servable = servable
+			}
 			tr.IDs += int(resp.GetUpdateNum())
 			p.cfg.Metrics.pushed(addr, int(resp.GetUpdateNum()))
-			if i == len(reqs)-1 && ms > 0 && tr.Failed == 0 {
+			if last && ms > 0 && tr.Failed == 0 {
 				p.cfg.Metrics.fresh(time.Since(time.UnixMilli(ms)))
 			}
-			continue
+			return true
 		}
+		st.synced = false
 		tr.Failed++
-		tr.Err = fmt.Errorf("push %d ids of table %q to %s: %w", len(r.GetDeltaHashTables()[0].GetFids()), r.GetDeltaHashTables()[0].GetUniqueId(), addr,
-			status.Error(code, resp.GetErrorMessage()))
-		p.cfg.Metrics.failed(addr, code, len(r.GetDeltaHashTables()[0].GetFids()))
+		what := "an empty request"
+		if ids {
+			what = fmt.Sprintf("%d ids of table %q", n, r.GetDeltaHashTables()[0].GetUniqueId())
+		}
+		tr.Err = fmt.Errorf("push %s to %s: %w", what, addr, status.Error(code, resp.GetErrorMessage()))
+		p.cfg.Metrics.failed(addr, code, n)
 		p.cfg.Targets.Failed(addr)
 		if code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled {
 			down = status.Error(code, resp.GetErrorMessage())
+		}
+		return false
+	}
+	// catchUp sends the snapshot; true when the target took all of it.
+	catchUp := func() bool {
+		s := p.snapshot(snap)
+		if s.err != nil {
+			tr.Err = fmt.Errorf("catch-up push to %s: %w", addr, s.err)
+			return false
+		}
+		for i, r := range s.reqs {
+			if !send(r, s.preds[i], i == len(s.reqs)-1) {
+				st.synced = false
+				return false
+			}
+		}
+		if len(s.reqs) == 0 && !send(&paramsyncpb.PushRequest{ModelName: proto.String(p.sub), SignatureName: proto.String(psshard.AssignSignature),
+			TimeoutInMs: proto.Int64(p.cfg.Timeout.Milliseconds())}, probe(p.sub), true) {
+			return false
+		}
+		st.synced = true
+		tr.CatchUp = s.ids
+		p.cfg.Metrics.caughtUp(addr, s.ids)
+		for i := range delivered {
+			delivered[i] = true
+		}
+		return true
+	}
+	if catchUps && !st.synced {
+		if catchUp() {
+			p.log.Info("parameter sync: caught a target up", "target", addr, "ids", tr.CatchUp)
+		}
+		if down != nil && tr.Err == nil {
+			tr.Err = fmt.Errorf("push to %s: %w", addr, down)
+		}
+		return tr, delivered
+	}
+	if len(reqs) == 0 && catchUps {
+		// Nothing to push: ask with an empty request, which tells the target's load.
+		empty := &paramsyncpb.PushRequest{ModelName: proto.String(p.sub), SignatureName: proto.String(psshard.AssignSignature), TimeoutInMs: proto.Int64(p.cfg.Timeout.Milliseconds())}
+		send(empty, probe(p.sub), false)
+	}
+	for i, r := range reqs {
+		if send(r, preds[i], i == len(reqs)-1) {
+			delivered[i] = true
+		}
+		if catchUps && !st.synced && down == nil {
+			break // reloaded: the catch-up below holds every entry
+		}
+	}
+	if catchUps && !st.synced && down == nil && tr.Failed == 0 {
+		if catchUp() {
+			p.log.Info("parameter sync: caught up a reloaded target", "target", addr, "ids", tr.CatchUp)
 		}
 	}
 	if down != nil && tr.Err == nil {
 		tr.Err = fmt.Errorf("push to %s: %w", addr, down)
 	}
 	return tr, delivered
+}
+
+// probe is the assign request of no ids (it answers with the target's load).
+func probe(sub string) *servingapis.PredictRequest {
+	return &servingapis.PredictRequest{ModelSpec: &servingapis.ModelSpec{Name: sub, SignatureName: psshard.AssignSignature}}
 }
 
 // retryable are the codes a try of a request may pass on the next try.
@@ -399,10 +572,10 @@ func retryable(c codes.Code) bool {
 
 // pushRetrying tries a request on addr until it succeeds, fails for good, or its retries are
 // spent; it returns the last response and the number of tries.
-func (p *Pusher) pushRetrying(ctx context.Context, addr string, r *paramsyncpb.PushRequest, pred *servingapis.PredictRequest) (*paramsyncpb.PushResponse, int) {
+func (p *Pusher) pushRetrying(ctx context.Context, addr string, r *paramsyncpb.PushRequest, pred *servingapis.PredictRequest, servable *string) (*paramsyncpb.PushResponse, int) {
 	for try := 0; ; try++ {
 		start := time.Now()
-		resp := p.conns.push(ctx, addr, r, pred)
+		resp := p.conns.push(ctx, addr, r, pred, servable)
 		code := codes.Code(resp.GetStatusCode())
 		p.cfg.Metrics.request(addr, code, time.Since(start))
 		if code == codes.OK || !retryable(code) || try >= p.cfg.Retries || ctx.Err() != nil {

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
@@ -161,6 +163,9 @@ func (s *Servable) parseAssign(inputs map[string]*tfframework.TensorProto) ([]As
 // A request carrying the newest event time its updates include (gRPC metadata, pkg/eventtime)
 // advances the servable's NewestEventTime and is reported to its loader's observer.
 func (s *Servable) assign(ctx context.Context, inputs map[string]*tfframework.TensorProto) (map[string]*tfframework.TensorProto, error) {
+	// The answer names this load, also when the request is refused (a caller outside a gRPC
+	// server has no header to set: the error is of no concern).
+	_ = grpc.SetHeader(ctx, metadata.Pairs(ServableIDHeader, s.id))
 	deltas, err := s.parseAssign(inputs)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -56,7 +57,14 @@ type Servable struct {
 	newest  eventtime.Newest
 	model   string
 	observe Observer
+	// id names this load of the shard: a parameter sync push's answer carries it (gRPC header
+	// ServableIDHeader), so that the pusher sees a replica that was reloaded or restarted (it
+	// lost the pushes since its export) and sends it everything.
+	id string
 }
+
+// ServableIDHeader is the gRPC response header of an assign that names the load of the shard.
+const ServableIDHeader = "monolith-servable-id"
 
 // Observer hears of every parameter sync push that says the newest event time (Unix
 // milliseconds) its updates include, with the name of the model ("<model>:ps_<i>") it went to:
@@ -106,7 +114,8 @@ func New(shard *export.PSShard) *Servable {
 	for name, t := range shard.Tables {
 		dims[name] = t.Dim()
 	}
-	return &Servable{shard: shard, sigs: map[string]*tfprotobuf.SignatureDef{Signature: def, modelserver.DefaultSignature: def, AssignSignature: assignDef(dims)}}
+	return &Servable{shard: shard, sigs: map[string]*tfprotobuf.SignatureDef{Signature: def, modelserver.DefaultSignature: def, AssignSignature: assignDef(dims)},
+		id: fmt.Sprintf("%016x", rand.Uint64())}
 }
 
 // Shard is the loaded shard (parameter sync assigns to its tables).
