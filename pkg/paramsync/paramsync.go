@@ -18,9 +18,16 @@
 // UNAVAILABLE or DEADLINE_EXCEEDED is taken as down: the rest of the cycle's requests skip it, so a
 // down target costs one round of tries per cycle and never holds back the others; training never
 // waits on a push (taking holds a table stripe's lock for at most 1024 ids). The ids of a request
-// that no target took are marked touched again and go in the next cycle; a target that missed a
-// request another took does not get it again (as in the reference) until the ids change again or
-// the next export. Without any target the ids stay pending.
+// that no target took are marked touched again and go in the next cycle. Without any target the
+// ids stay pending.
+//
+// Catch-up (beyond the reference, whose replicas keep what they missed until the next export): a
+// target that is new to the pusher, missed a request, or answers from another load of its shard
+// than before (psshard names each load in the assign answer's header: it was restarted or
+// reloaded its export, losing the pushes since) gets every entry of the tables instead of the
+// cycle's updates (a Source that is a Snapshotter: pkg/ps.Server), taken after the cycle's
+// updates, so it holds what the trainer has once it took them. A cycle with no update asks each
+// target with an empty request, which tells its load.
 //
 // Differences from the reference: targets come from the AgentService rather than the ZooKeeper
 // sync backend; requests are bounded as they are built instead of being split after; tries are
