@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/monolith-go/monolith/pkg/agent/inprocserving"
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
@@ -61,12 +62,27 @@ func runDemo(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 	} else {
 		fmt.Fprintf(stdout, "Demo model: trained %d steps and exported (%s)\n\n", model.GlobalStep, model.Base)
 	}
+	// The banner waits until the Predict it prints works.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	return inprocserving.Run(ctx, inprocserving.Options{
 		Conf: exampleConf, Env: env, StatusAddr: c.StatusAddr, RecentErrors: ring, Logger: log,
 		Models: []inprocserving.Model{{Name: demoModel, Base: model.Base, SubGraphs: demoSubGraphs}},
 		OnReady: func(r inprocserving.Ready) {
-			printDemo(stdout, r, model)
-			ready(r.Ready)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := awaitPredict(ctx, r.TFSAddr, model.EntryDir); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					log.Warn("demo: printing the banner, though its Predict does not work yet", "err", err)
+				}
+				printDemo(stdout, r, model)
+				ready(r.Ready)
+			}()
 		},
 	})
 }
