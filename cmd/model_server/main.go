@@ -10,7 +10,11 @@
 // It serves --model_config_file's models (re-read every --model_config_file_poll_wait_seconds), or
 // --model_name from --model_base_path, loading each version in the background
 // (START/LOADING/AVAILABLE/UNLOADING/END) as the base paths' numeric subdirectories come and go
-// (listed every --file_system_poll_wait_seconds). ps_<i> models answer embedding lookups
+// (listed every --file_system_poll_wait_seconds). Under the latest policy it serves the newest
+// versions that load: a version that fails to load (a corrupt or truncated export) is reported in
+// GetModelStatus (END, with the error naming the file), logged, counted in /metrics and skipped,
+// at start as while it serves, until its model's config changes; TF Serving keeps the failed
+// version aspired and, started with a corrupt newest version, serves nothing. ps_<i> models answer embedding lookups
 // (pkg/modelserver/psshard); entry models score ExampleBatches, Instances or Examples
 // (pkg/modelserver/entry), looking the ids up on the PS replicas the agent lists in its HeartBeat
 // (--agent_addr, else localhost:$PORT2 as Monolith's entry), each lookup bounded by

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +28,7 @@ import (
 
 	agentpb "github.com/monolith-go/monolith/gen/pb/monolith/serving/agent_service"
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
+	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
@@ -491,5 +495,153 @@ func TestBinary(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("still running 20 s after SIGTERM")
+	}
+}
+
+// TestCorruptNewestVersion: a PS sub-graph whose newest version is corrupt (a truncated manifest)
+// when the server starts is served from the newest version that loads, the corrupt one reported
+// END with the file's error; a corrupt version that appears while it serves (a truncated table
+// file) is reported and skipped the same way; the next good version replaces the served one.
+// TF Serving's latest policy (and this server before) served nothing at start: "Servable not
+// found for request: Latest(demo:ps_0)".
+func TestCorruptNewestVersion(t *testing.T) {
+	leakcheck.Check(t)
+	ctx, cancelAll := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelAll()
+	job := exporttest.NewJob(t, 1, []int{})
+	staging := filepath.Join(t.TempDir(), "demo")
+	var versions []int64
+	for range 4 {
+		job.Train(ctx, 2)
+		versions = append(versions, job.Export(ctx, staging, 1).Version)
+	}
+	sub := export.PSSubGraph(0)
+	base := filepath.Join(t.TempDir(), "demo", sub)
+	place := func(v int64, corrupt func(dir string)) string {
+		t.Helper()
+		tmp := filepath.Join(base, export.TempPrefix+strconv.FormatInt(v, 10))
+		if err := os.CopyFS(tmp, os.DirFS(filepath.Join(staging, sub, strconv.FormatInt(v, 10)))); err != nil {
+			t.Fatal(err)
+		}
+		if corrupt != nil {
+			corrupt(tmp)
+		}
+		dir := filepath.Join(base, strconv.FormatInt(v, 10))
+		if err := os.Rename(tmp, dir); err != nil { // whole, as the exporter publishes a version
+			t.Fatal(err)
+		}
+		return dir
+	}
+	truncate := func(file string) {
+		t.Helper()
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(file, st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	place(versions[0], nil)
+	bad := place(versions[1], func(dir string) { truncate(filepath.Join(dir, export.PSManifestFile)) })
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var out, errb syncbuf.Buffer
+	ready := make(chan [2]string, 1)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{"--model_name=demo:" + sub, "--model_base_path=" + base, "--host=127.0.0.1", "--port=0",
+			"--status_addr=127.0.0.1:0", "--file_system_poll_wait_seconds=1"}, &out, &errb, noEnv, func(a, s string) { ready <- [2]string{a, s} })
+	}()
+	var addrs [2]string
+	select {
+	case addrs = <-ready:
+	case code := <-done:
+		t.Fatalf("exited %d before serving:\n%s", code, errb.String())
+	}
+	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ms, ps := servingapis.NewModelServiceClient(conn), servingapis.NewPredictionServiceClient(conn)
+	// expect waits until GetModelStatus lists want (version -> state, newest first) and the
+	// server serves version serving; it returns the statuses.
+	expect := func(want string, serving int64) []*servingapis.ModelVersionStatus {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		var last string
+		for {
+			resp, err := ms.GetModelStatus(ctx, &servingapis.GetModelStatusRequest{ModelSpec: &servingapis.ModelSpec{Name: "demo:" + sub}})
+			got := ""
+			for i, s := range resp.GetModelVersionStatus() {
+				if i > 0 {
+					got += " "
+				}
+				got += strconv.FormatInt(s.GetVersion(), 10) + ":" + s.GetState().String()
+			}
+			md, merr := ps.GetModelMetadata(ctx, &servingapis.GetModelMetadataRequest{ModelSpec: &servingapis.ModelSpec{Name: "demo:" + sub}, MetadataField: []string{"version"}})
+			if err == nil && merr == nil && got == want && md.GetModelSpec().GetVersion().GetValue() == serving {
+				return resp.GetModelVersionStatus()
+			}
+			last = got + fmt.Sprintf(" (status: %v; serving: %v, %v)", err, md.GetModelSpec().GetVersion().GetValue(), merr)
+			if time.Now().After(deadline) {
+				t.Fatalf("versions %s, want %q serving %d\n%s", last, want, serving, errb.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	failed := func(st *servingapis.ModelVersionStatus, file string) {
+		t.Helper()
+		if st.GetState() != servingapis.ModelVersionStatus_END || st.GetStatus().GetErrorCode() == tfprotobuf.Code_OK ||
+			!strings.Contains(st.GetStatus().GetErrorMessage(), file) {
+			t.Errorf("version %d: %v, want END with an error naming %s", st.GetVersion(), st, file)
+		}
+	}
+	v := func(i int) string { return strconv.FormatInt(versions[i], 10) }
+
+	// At start: version 1 corrupt, version 0 serves.
+	sts := expect(v(1)+":END "+v(0)+":AVAILABLE", versions[0])
+	failed(sts[0], filepath.Join(bad, export.PSManifestFile))
+
+	// While serving: version 2 appears with a truncated table file, and is skipped.
+	var part string // the table file, relative to the version directory
+	bad2 := place(versions[2], func(dir string) {
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, _ error) error {
+			if d != nil && !d.IsDir() && part == "" && strings.HasPrefix(d.Name(), "part-") {
+				part, _ = filepath.Rel(dir, p)
+			}
+			return nil
+		})
+		if part == "" {
+			t.Fatalf("no table file under %s", dir)
+		}
+		truncate(filepath.Join(dir, part))
+	})
+	sts = expect(v(2)+":END "+v(1)+":END "+v(0)+":AVAILABLE", versions[0])
+	failed(sts[0], filepath.Join(bad2, part))
+
+	// A good version 3 replaces version 0; the failures stay reported while on disk.
+	place(versions[3], nil)
+	expect(v(3)+":AVAILABLE "+v(2)+":END "+v(1)+":END "+v(0)+":END", versions[3])
+
+	body := httpGet(t, addrs[1]+"/metrics")
+	for _, want := range []string{
+		`monolith_model_server_loads_total{model="demo:ps_0",result="error"} 2`,
+		`monolith_model_server_loads_total{model="demo:ps_0",result="ok"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, want := range []string{"version failed to load", "version skipped until the model's config changes"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, errb.String())
+		}
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d:\n%s", code, errb.String())
 	}
 }

@@ -86,6 +86,13 @@ type model struct {
 	// under a new config.
 	gen      int
 	versions map[int64]*version
+	// found is the last listing of the base path under this config (listed: there was one);
+	// failed are the versions of it that failed to load under this config. The latest policy
+	// skips them (aspired), and their ended records are kept while they are on disk, so
+	// GetModelStatus keeps reporting the failure.
+	found  []modelconfig.VersionDir
+	listed bool
+	failed map[int64]bool
 	// listErr is the last error listing the base path, missing the versions the config names that
 	// are not there (each logged once until it changes).
 	listErr, missing string
@@ -169,6 +176,7 @@ func (m *Manager) Reload(configs []*servingconfig.ModelConfig) error {
 		md.conf, md.removed, md.listErr = proto.Clone(c).(*servingconfig.ModelConfig), false, ""
 		md.kind = KindOf(c.GetName(), c.GetBasePath())
 		md.gen++
+		md.found, md.listed, md.failed = nil, false, nil
 		m.log.Info("model configured", "model", c.GetName(), "base_path", c.GetBasePath(), "kind", md.kind, "policy", policyString(c))
 	}
 	for name, md := range m.models {
@@ -248,7 +256,13 @@ func (m *Manager) Sync() {
 			m.log.Info("the model's versions can be listed again", "model", j.name, "base_path", md.conf.GetBasePath())
 			md.listErr = ""
 		}
-		want, missing := aspired(md.conf, j.found)
+		md.found, md.listed = j.found, true
+		for num := range md.failed {
+			if !slices.ContainsFunc(j.found, func(v modelconfig.VersionDir) bool { return v.Number == num }) {
+				delete(md.failed, num) // gone from disk: nothing to report or skip
+			}
+		}
+		want, missing := aspired(md.conf, j.found, md.failed)
 		if msg := fmt.Sprint(missing); len(missing) > 0 && msg != md.missing {
 			m.log.Warn("versions the config names are not on disk", "model", j.name, "versions", missing, "base_path", md.conf.GetBasePath())
 		}
@@ -271,11 +285,24 @@ func (m *Manager) applyLocked(name string, md *model, want map[int64]string) {
 	m.settleLocked(name, md)
 }
 
+// reaspireLocked picks the model's aspired versions again from its last listing (a version failed
+// to load: under the latest policy the next newest is aspired instead), then settles.
+func (m *Manager) reaspireLocked(name string, md *model) {
+	if md.removed || !md.listed {
+		m.settleLocked(name, md)
+		return
+	}
+	want, _ := aspired(md.conf, md.found, md.failed)
+	m.applyLocked(name, md, want)
+}
+
 // settleLocked moves the model's versions toward their aspired state: it starts loading the
 // aspired versions that have ended (new ones, unloaded ones asked for again, failed ones under a
 // new config), cancels the loads of versions no longer aspired, and unloads the available ones
-// that may go: all of them when the model has no aspired version, else once an aspired one is
-// available (a failed new version leaves the old one serving). It also forgets the oldest ended versions beyond maxEndedVersions.
+// that may go: all of them when the model has no aspired version and none failed, else once an
+// aspired one is available (a failed new version leaves the old one serving). It also forgets the
+// oldest ended versions beyond maxEndedVersions, but not those that failed under the current
+// config and are still on disk.
 func (m *Manager) settleLocked(name string, md *model) {
 	if !m.closed {
 		for num, v := range md.versions {
@@ -286,7 +313,8 @@ func (m *Manager) settleLocked(name string, md *model) {
 			}
 		}
 	}
-	anyAspired, aspiredServing := false, false
+	// A version that failed counts as wanted: the old version keeps serving rather than none.
+	anyAspired, aspiredServing := len(md.failed) > 0, false
 	for _, v := range md.versions {
 		if v.aspired {
 			// Also one that failed: the old version keeps serving rather than none.
@@ -309,7 +337,7 @@ func (m *Manager) settleLocked(name string, md *model) {
 	}
 	var ended []*version
 	for _, v := range md.versions {
-		if v.state == StateEnd && !v.aspired {
+		if v.state == StateEnd && !v.aspired && !(md.failed[v.num] && v.err != nil) {
 			ended = append(ended, v)
 		}
 	}
@@ -408,10 +436,34 @@ func (m *Manager) finishLoad(md *model, v *version, src Source, s Servable, err 
 		v.state, v.changed = StateEnd, time.Now()
 		m.log.Error("version failed to load", "model", src.Model, "version", v.num, "dir", src.Dir, "err", err)
 		m.opts.Metrics.load(src.Model, "error", took)
+		if m.models[src.Model] == md && v.gen == md.gen && !md.removed {
+			if md.failed == nil {
+				md.failed = map[int64]bool{}
+			}
+			md.failed[v.num] = true
+			m.reaspireLocked(src.Model, md)
+			if isLatest(md.conf) {
+				m.log.Warn("version skipped until the model's config changes: the newest versions that load are served",
+					"model", src.Model, "version", v.num, "aspired", aspiredList(md))
+			}
+			return
+		}
 	}
 	if m.models[src.Model] == md {
 		m.settleLocked(src.Model, md)
 	}
+}
+
+// aspiredList is the model's aspired versions, by number.
+func aspiredList(md *model) []int64 {
+	var out []int64
+	for _, v := range md.versions {
+		if v.aspired {
+			out = append(out, v.num)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // closeAsyncLocked closes a servable nobody holds, in the background.

@@ -535,3 +535,113 @@ func endedList(v int64) string {
 	}
 	return out
 }
+
+// TestNewestVersionThatLoads: at start (the first config) and on a reload, a newer version that
+// fails to load is reported (END with its error) and skipped: the newest version that loads is
+// served, never none while one loads. TF Serving's latest policy keeps aspiring the failed one
+// and serves nothing.
+func TestNewestVersionThatLoads(t *testing.T) {
+	leakcheck.Check(t)
+	corrupt := func(dir string) error {
+		return errkind.New(errkind.Value, "export manifest %s/model.json: unexpected EOF", dir)
+	}
+	tests := []struct {
+		name    string
+		n       int64   // latest n
+		fail    []int64 // versions whose loads fail
+		want    string
+		serving int64 // the version Acquire gets; 0: none
+	}{
+		// Version 1, older than the one served, is never aspired: it has no state.
+		{"newest corrupt", 1, []int64{3}, "3:END 2:AVAILABLE", 2},
+		{"two newest corrupt", 1, []int64{2, 3}, "3:END 2:END 1:AVAILABLE", 1},
+		{"latest 2, newest corrupt", 2, []int64{3}, "3:END 2:AVAILABLE 1:AVAILABLE", 2},
+		{"every version corrupt", 1, []int64{1, 2, 3}, "3:END 2:END 1:END", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			mkVersions(t, base, 1, 2, 3)
+			l := newTestLoader()
+			for _, v := range tc.fail {
+				dir := filepath.Join(base, fmt.Sprint(v))
+				l.failWith(dir, corrupt(dir))
+			}
+			m := NewManager(ManagerOptions{Loaders: l.loaders()})
+			defer closeManager(t, m)
+			if err := m.Reload([]*servingconfig.ModelConfig{modelConfig(t, "m:ps_0", base, modelconfig.PolicyLatest, tc.n)}); err != nil {
+				t.Fatal(err)
+			}
+			waitStates(t, m, "m:ps_0", tc.want)
+			h, err := m.Acquire(&servingapis.ModelSpec{Name: "m:ps_0"})
+			switch {
+			case tc.serving == 0 && status.Code(err) != codes.NotFound:
+				t.Errorf("Acquire = %v, %v; want NOT_FOUND", h, err)
+			case tc.serving != 0 && (err != nil || h.Version != tc.serving):
+				t.Errorf("Acquire = %v, %v; want version %d", h, err, tc.serving)
+			}
+			if h != nil {
+				h.Release()
+			}
+			m.Sync() // the failed versions are not tried again under the same config
+			for _, v := range tc.fail {
+				if n := l.callsOf(filepath.Join(base, fmt.Sprint(v))); n != 1 {
+					t.Errorf("version %d loaded %d times, want 1", v, n)
+				}
+			}
+			list, _ := m.Status(&servingapis.ModelSpec{Name: "m:ps_0", VersionChoice: &servingapis.ModelSpec_Version{Version: wrapperspb.Int64(3)}})
+			if st := list[0].GetStatus(); st.GetErrorCode() != tfprotobuf.Code_INVALID_ARGUMENT || !strings.Contains(st.GetErrorMessage(), filepath.Join(base, "3")) {
+				t.Errorf("version 3's status %v", st)
+			}
+		})
+	}
+}
+
+// TestFailedVersionStaysReported: a version that failed to load stays in GetModelStatus (END with
+// its error) while it is on disk, however many versions come after it; once it leaves the disk it
+// goes with the other ended versions.
+func TestFailedVersionStaysReported(t *testing.T) {
+	leakcheck.Check(t)
+	base := t.TempDir()
+	mkVersions(t, base, 1)
+	l := newTestLoader()
+	m := NewManager(ManagerOptions{Loaders: l.loaders()})
+	defer closeManager(t, m)
+	if err := m.Reload([]*servingconfig.ModelConfig{modelConfig(t, "m:entry", base, modelconfig.PolicyLatest, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	waitStates(t, m, "m:entry", "1:AVAILABLE")
+	dir2 := filepath.Join(base, "2")
+	l.failWith(dir2, errkind.New(errkind.Value, "corrupt"))
+	mkVersions(t, base, 2)
+	m.Sync()
+	waitStates(t, m, "m:entry", "2:END 1:AVAILABLE")
+	const last = maxEndedVersions + 4
+	for v := int64(3); v <= last; v++ {
+		mkVersions(t, base, v)
+		m.Sync()
+		waitStates(t, m, "m:entry", fmt.Sprintf("%d:AVAILABLE", v)+endedListWith(v-1, 2))
+	}
+	if err := os.RemoveAll(dir2); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync()
+	mkVersions(t, base, last+1)
+	m.Sync()
+	waitStates(t, m, "m:entry", fmt.Sprintf("%d:AVAILABLE", last+1)+endedList(last))
+}
+
+// endedListWith is endedList(v) with version failed kept wherever it falls.
+func endedListWith(v, failed int64) string {
+	out, n := "", 0
+	for k := v; k >= 1; k-- {
+		switch {
+		case k == failed:
+			out += fmt.Sprintf(" %d:END", k)
+		case n < maxEndedVersions:
+			out += fmt.Sprintf(" %d:END", k)
+			n++
+		}
+	}
+	return out
+}

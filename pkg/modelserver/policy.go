@@ -10,11 +10,13 @@ import (
 
 // aspired picks, from the version directories found under a model's base path (sorted by number),
 // the versions its policy serves, by number, with their directories:
-//   - latest N: the N newest (N 0 is 1, as TF Serving);
+//   - latest N: the N newest of those that have not failed to load (failed: under the model's
+//     current config), so a newer version that fails leaves the newest that loads aspired, never
+//     none (N 0 is 1, as TF Serving; TF Serving's latest policy keeps aspiring the failed one);
 //   - all: every one;
 //   - specific: the listed ones present (missing lists those absent);
 //   - no policy: TF Serving's default, latest 1.
-func aspired(cfg *servingconfig.ModelConfig, found []modelconfig.VersionDir) (want map[int64]string, missing []int64) {
+func aspired(cfg *servingconfig.ModelConfig, found []modelconfig.VersionDir, failed map[int64]bool) (want map[int64]string, missing []int64) {
 	base := cfg.GetBasePath()
 	want = map[int64]string{}
 	add := func(v modelconfig.VersionDir) { want[v.Number] = filepath.Join(base, v.Name) }
@@ -41,9 +43,18 @@ func aspired(cfg *servingconfig.ModelConfig, found []modelconfig.VersionDir) (wa
 		if l := p.GetLatest(); l != nil && l.GetNumVersions() > 0 {
 			n = int(l.GetNumVersions())
 		}
-		for _, v := range found[max(len(found)-n, 0):] {
-			add(v)
+		for i := len(found) - 1; i >= 0 && len(want) < n; i-- {
+			if !failed[found[i].Number] {
+				add(found[i])
+			}
 		}
 	}
 	return want, missing
+}
+
+// isLatest says whether the model's versions are picked by the latest policy (also TF Serving's
+// default, no policy).
+func isLatest(cfg *servingconfig.ModelConfig) bool {
+	p := cfg.GetModelVersionPolicy()
+	return p.GetAll() == nil && p.GetSpecific() == nil
 }
