@@ -20,9 +20,9 @@ import (
 // and one optimizer per segment of the entry config, each for the segment's dim_size (which
 // overrides the dim_size in their configs), combined in segment order (so Apply takes one
 // learning rate per segment with an optimizer); the slot expire times;
-// skip_zero_embedding and initial_capacity. The second result is the eviction period when
-// enable_feature_eviction is set (feature_evict_every_n_hours), else 0: the caller runs
-// RunEviction with it. The hash filter is configured apart (SlotFilter), as in the reference.
+// skip_zero_embedding and initial_capacity (at most MaxInitialCapacity). The second result is the
+// eviction period when enable_feature_eviction is set (feature_evict_every_n_hours, 1 to
+// MaxEvictEveryHours), else 0: the caller runs RunEviction with it. The hash filter is configured apart (SlotFilter), as in the reference.
 // Serving entries (a float compressor instead of an optimizer) are not ported: an error of kind
 // Value, as are a missing initializer or optimizer and segments that do not cover the dimension.
 func FromProto(cfg *hashtablepb.EmbeddingHashTableConfig) (Config, time.Duration, error) {
@@ -86,10 +86,13 @@ func FromProtoWithGenerator(cfg *hashtablepb.EmbeddingHashTableConfig, gen *init
 	var evictEvery time.Duration
 	if cfg.GetEnableFeatureEviction() {
 		h := cfg.GetFeatureEvictEveryNHours()
-		if h <= 0 {
-			return Config{}, 0, errkind.New(errkind.Value, "embedding table config: feature_evict_every_n_hours %d, want > 0", h)
+		if h <= 0 || h > MaxEvictEveryHours {
+			return Config{}, 0, errkind.New(errkind.Value, "embedding table config: feature_evict_every_n_hours %d, want 1 to %d (MaxEvictEveryHours)", h, MaxEvictEveryHours)
 		}
 		evictEvery = time.Duration(h) * time.Hour
+	}
+	if c := cfg.GetInitialCapacity(); c > MaxInitialCapacity {
+		return Config{}, 0, errkind.New(errkind.Value, "embedding table config: initial_capacity %d, want at most %d (MaxInitialCapacity)", c, uint64(MaxInitialCapacity))
 	}
 	return Config{
 		Dim:               dim,
@@ -98,9 +101,14 @@ func FromProtoWithGenerator(cfg *hashtablepb.EmbeddingHashTableConfig, gen *init
 		LearningRates:     len(opts),
 		ExpireTime:        cfg.GetSlotExpireTimeConfig(),
 		SkipZeroEmbedding: cfg.GetSkipZeroEmbedding(),
-		InitialCapacity:   int(min(cfg.GetInitialCapacity(), 1<<40)),
+		InitialCapacity:   int(cfg.GetInitialCapacity()),
 	}, evictEvery, nil
 }
+
+// MaxEvictEveryHours is the longest eviction period (feature_evict_every_n_hours): 876000 hours,
+// the reference's default expire time (36500 days), which a longer period could never act on; a
+// period of every int32 of hours would overflow time.Duration.
+const MaxEvictEveryHours = 36500 * 24
 
 // setDimSize sets dim_size in the message the oneof "type" of m holds (WriteDimSize).
 func setDimSize(m proto.Message, dim int) error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,14 +77,107 @@ func ShardedFiles(basename string) ([]string, error) {
 	return files, nil
 }
 
-// writeSharded writes shard file i of n of basename through a temporary file renamed into place
-// once complete, so a reader never sees a partial dump.
-func writeSharded(basename string, i, n int, fill func(write func(proto.Message) error) error) (err error) {
+// Staged is a sharded dump written to temporary files next to its own, not yet in place: Commit
+// puts it in place, Abort removes it. Until Commit, readers of the basename see the dump that was
+// there before, if any; so a save that fails or is abandoned half-way leaves no new files that
+// look like a dump.
+type Staged struct {
+	basename string
+	tmp      []string // by shard; "" for a shard not written
+}
+
+// Files are the names the dump's files have once committed, in shard order.
+func (s *Staged) Files() []string {
+	out := make([]string, len(s.tmp))
+	for i := range s.tmp {
+		out[i] = ShardedFileName(s.basename, i, len(s.tmp))
+	}
+	return out
+}
+
+// Commit removes the files of an earlier dump of the basename (of any shard count) and renames
+// the staged files into place. A crash half-way leaves shards missing, which ShardedFiles
+// reports, never a mix of two dumps.
+func (s *Staged) Commit() error {
+	if slices.Contains(s.tmp, "") {
+		return errkind.New(errkind.Precondition, "commit %s: the dump is not complete", s.basename)
+	}
+	dir, prefix := filepath.Split(s.basename)
+	if dir == "" {
+		dir = "."
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		s.Abort()
+		return fmt.Errorf("commit %s: %w", s.basename, err)
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, prefix) && shardSuffix.MatchString(name[len(prefix):]) {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+				s.Abort()
+				return fmt.Errorf("commit %s: remove the earlier dump: %w", s.basename, err)
+			}
+		}
+	}
+	for i, name := range s.Files() {
+		if err := os.Rename(s.tmp[i], name); err != nil {
+			s.Abort()
+			return fmt.Errorf("commit %s: %w", s.basename, err)
+		}
+		s.tmp[i] = ""
+	}
+	return nil
+}
+
+// Abort removes the staged files that are not in place yet.
+func (s *Staged) Abort() {
+	for i, tmp := range s.tmp {
+		if tmp != "" {
+			os.Remove(tmp)
+			s.tmp[i] = ""
+		}
+	}
+}
+
+// stageShards writes the n shard files of basename to temporary files, fill writing shard i's
+// records, at most limit at a time (0: no limit), until ctx ends: then, or at an error, it removes
+// what it wrote.
+func stageShards(ctx context.Context, basename string, n, limit int, fill func(ctx context.Context, i int, write func(proto.Message) error) error) (*Staged, error) {
+	st := &Staged{basename: basename, tmp: make([]string, n)}
+	g, gctx := errgroup.WithContext(ctx)
+	if limit > 0 {
+		g.SetLimit(limit)
+	}
+	for i := 0; i < n && gctx.Err() == nil; i++ {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			tmp, err := writeTemp(basename, i, n, func(write func(proto.Message) error) error { return fill(gctx, i, write) })
+			st.tmp[i] = tmp
+			return err
+		})
+	}
+	err := g.Wait()
+	if err == nil {
+		// The loop stops early when ctx ends, maybe before any shard saw it.
+		err = ctx.Err()
+	}
+	if err != nil {
+		st.Abort()
+		return nil, err
+	}
+	return st, nil
+}
+
+// writeTemp writes shard file i of n of basename to a temporary file next to it and returns its
+// name ("" after an error, when it is removed).
+func writeTemp(basename string, i, n int, fill func(write func(proto.Message) error) error) (_ string, err error) {
 	name := ShardedFileName(basename, i, n)
 	tmp := fmt.Sprintf("%s-tmp-%d", name, rand.Uint64())
 	f, err := os.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return "", fmt.Errorf("write %s: %w", name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -103,18 +197,15 @@ func writeSharded(basename string, i, n int, fill func(write func(proto.Message)
 		return w.Write(b)
 	}
 	if err := fill(write); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return "", fmt.Errorf("write %s: %w", name, err)
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return "", fmt.Errorf("write %s: %w", name, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return "", fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := os.Rename(tmp, name); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
+	return tmp, nil
 }
 
 // readRecords calls fn with each record of file and its offset; a bad record, or an error of fn,
@@ -127,7 +218,7 @@ func readRecords(ctx context.Context, file string, fn func(data []byte) error) e
 	defer f.Close()
 	sc := tfrecord.NewScanner(f, tfrecord.DefaultScanBufferSize)
 	for n := 0; ; n++ {
-		if n%4096 == 0 {
+		if n%readCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("read %s: %w", file, err)
 			}
@@ -146,6 +237,10 @@ func readRecords(ctx context.Context, file string, fn func(data []byte) error) e
 	}
 }
 
+// readCheckEvery is how many records a reader reads between looks at its context (a filter's
+// record is 40 kB: 256 of them are read in a few milliseconds).
+const readCheckEvery = 256
+
 // defaultShards is the reference's automatic shard count (nshards=-1): one per million entries,
 // between 1 and 4.
 func defaultShards(size int) int { return min(4, max(1, size/1000000)) }
@@ -154,16 +249,28 @@ func defaultShards(size int) int { return min(4, max(1, size/1000000)) }
 // entries, 1 to 4), each holding the EntryDump records (id, embedding, optimizer dump, last
 // update time) of its share of the stripes. Entries expired as of MaxUpdateTsSec are left out,
 // as the reference's save does. The table is read-locked throughout, so the dump is one
-// consistent snapshot; lookups go on meanwhile.
+// consistent snapshot; lookups go on meanwhile. It is SaveStaged and Commit: until ctx ends,
+// and a save that fails or is cut short leaves the files of basename as they were.
 func (t *Table) Save(ctx context.Context, basename string, nshards int) error {
+	st, err := t.SaveStaged(ctx, basename, nshards)
+	if err != nil {
+		return err
+	}
+	return st.Commit()
+}
+
+// SaveStaged writes the dump Save writes to temporary files, for the caller to Commit (once
+// every part of a larger dump is staged, say) or Abort. It stops when ctx ends, removing what it
+// wrote.
+func (t *Table) SaveStaged(ctx context.Context, basename string, nshards int) (*Staged, error) {
 	if nshards == 0 {
-		return errkind.New(errkind.Value, "save %s: 0 shards", basename)
+		return nil, errkind.New(errkind.Value, "save %s: 0 shards", basename)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("save %s: %w", basename, err)
+		return nil, fmt.Errorf("save %s: %w", basename, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(basename), 0o755); err != nil {
-		return fmt.Errorf("save %s: %w", basename, err)
+		return nil, fmt.Errorf("save %s: %w", basename, err)
 	}
 	unlock := t.lockAll(false)
 	defer unlock()
@@ -175,33 +282,30 @@ func (t *Table) Save(ctx context.Context, basename string, nshards int) error {
 		nshards = defaultShards(n)
 	}
 	maxTs := t.MaxUpdateTsSec()
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(int(t.workers.Load()))
-	for i := 0; i < nshards; i++ {
-		g.Go(func() error {
-			return writeSharded(basename, i, nshards, func(write func(proto.Message) error) error {
-				n := 0
-				var err error
-				for si := i; si < len(t.stripes) && err == nil; si += nshards {
-					s := &t.stripes[si]
-					s.each(t.g, func(hd *slotHeader, p int) bool {
-						if t.expire.expired(hd.key, hd.ts, maxTs) {
-							return true
-						}
-						if n++; n%1024 == 0 {
-							if err = ctx.Err(); err != nil {
-								return false
-							}
-						}
-						err = write(t.entryDump(s, p))
-						return err == nil
-					})
+	st, err := stageShards(ctx, basename, nshards, int(t.workers.Load()), func(ctx context.Context, i int, write func(proto.Message) error) error {
+		n := 0
+		var err error
+		for si := i; si < len(t.stripes) && err == nil; si += nshards {
+			s := &t.stripes[si]
+			s.each(t.g, func(hd *slotHeader, p int) bool {
+				if t.expire.expired(hd.key, hd.ts, maxTs) {
+					return true
 				}
-				return err
+				if n++; n%1024 == 0 {
+					if err = ctx.Err(); err != nil {
+						return false
+					}
+				}
+				err = write(t.entryDump(s, p))
+				return err == nil
 			})
-		})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("save %s: %w", basename, err)
 	}
-	return g.Wait()
+	return st, nil
 }
 
 // ShardSpec selects the ids a restoring table keeps: those with Shard(id, Total) == Index. A
@@ -296,27 +400,29 @@ func (t *Table) restoreEntry(d *hashtablepb.EntryDump) error {
 }
 
 // SaveFilter writes the sliding filter's splits to basename-NNNNN-of-NNNNN, one file per split
-// (MonolithHashFilterSave): a HashFilterSplitMetaDump record, then HashFilterSplitDataDump records.
+// (MonolithHashFilterSave): a HashFilterSplitMetaDump record, then HashFilterSplitDataDump
+// records. It is SaveFilterStaged and Commit.
 func SaveFilter(ctx context.Context, f *SlidingHashFilter, basename string) error {
+	st, err := SaveFilterStaged(ctx, f, basename)
+	if err != nil {
+		return err
+	}
+	return st.Commit()
+}
+
+// SaveFilterStaged writes the files SaveFilter writes to temporary files, for the caller to
+// Commit or Abort, until ctx ends.
+func SaveFilterStaged(ctx context.Context, f *SlidingHashFilter, basename string) (*Staged, error) {
 	if err := os.MkdirAll(filepath.Dir(basename), 0o755); err != nil {
-		return fmt.Errorf("save hash filter %s: %w", basename, err)
+		return nil, fmt.Errorf("save hash filter %s: %w", basename, err)
 	}
-	n := f.SplitNum()
-	g, ctx := errgroup.WithContext(ctx)
-	for i := 0; i < n; i++ {
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			return writeSharded(basename, i, n, func(write func(proto.Message) error) error {
-				return f.saveSplit(i, write)
-			})
-		})
+	st, err := stageShards(ctx, basename, f.SplitNum(), 0, func(ctx context.Context, i int, write func(proto.Message) error) error {
+		return f.saveSplit(ctx, i, write)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("save hash filter: %w", err)
 	}
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("save hash filter: %w", err)
-	}
-	return nil
+	return st, nil
 }
 
 // RestoreFilter restores the sliding filter's splits from the files SaveFilter wrote; their

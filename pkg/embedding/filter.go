@@ -176,7 +176,8 @@ type FilterOptions struct {
 	// Enable off gives the dummy filter whatever Type says (enable_hash_filter).
 	Enable bool
 	Type   FilterType
-	// Capacity and SplitNum size the sliding filter (0: HashFilterCapacity, HashFilterSplitNum).
+	// Capacity and SplitNum size the sliding filter (0: HashFilterCapacity, HashFilterSplitNum;
+	// bounds: CheckSlidingFilter).
 	Capacity uint64
 	SplitNum int
 	// EqualProbability picks the probabilistic filter's rule.
@@ -187,7 +188,8 @@ type FilterOptions struct {
 
 // NewFilter returns the filter opts describe with its thresholds (_create_hash_filter): a
 // sliding hash filter, a probabilistic filter or the dummy filter; an unknown type is an error
-// of kind Value, as the reference's ValueError.
+// of kind Value, as the reference's ValueError, and so is a sliding filter's shape past its
+// bounds (CheckSlidingFilter: at most MaxFilterSplitNum splits of MaxFilterSplitCapacity ids).
 func NewFilter(opts FilterOptions) (*SlotFilter, error) {
 	var f Filter
 	switch {
@@ -200,6 +202,12 @@ func NewFilter(opts FilterOptions) (*SlotFilter, error) {
 		}
 		if split == 0 {
 			split = HashFilterSplitNum
+		}
+		if split < 0 {
+			return nil, errkind.New(errkind.Value, "sliding hash filter: split_num %d, want 0 (the default, %d) to %d", split, HashFilterSplitNum, MaxFilterSplitNum)
+		}
+		if _, err := CheckSlidingFilter(capacity, split); err != nil {
+			return nil, err
 		}
 		f = NewSlidingHashFilter(capacity, split)
 	case opts.Type == ProbabilisticFilterType:

@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -101,8 +102,9 @@ func (f *hashFilter) clear() {
 	f.failureCount = 0
 }
 
-// save writes the meta record and the data records of the filter (HashFilter<uint16_t>::Save).
-func (f *hashFilter) save(meta *hashtablepb.SlidingHashFilterMetaDump, write func(proto.Message) error) error {
+// save writes the meta record and the data records of the filter (HashFilter<uint16_t>::Save),
+// until ctx ends.
+func (f *hashFilter) save(ctx context.Context, meta *hashtablepb.SlidingHashFilterMetaDump, write func(proto.Message) error) error {
 	if err := write(&hashtablepb.HashFilterSplitMetaDump{
 		FailureCount:          proto.Uint64(f.failureCount),
 		TotalSize:             proto.Uint64(f.totalSize),
@@ -113,6 +115,9 @@ func (f *hashFilter) save(meta *hashtablepb.SlidingHashFilterMetaDump, write fun
 		return err
 	}
 	for start := 0; start < len(f.cells); start += filterCellsPerRecord {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		end := min(start+filterCellsPerRecord, len(f.cells))
 		data := make([]uint32, end-start)
 		for i, v := range f.cells[start:end] {
@@ -127,14 +132,16 @@ func (f *hashFilter) save(meta *hashtablepb.SlidingHashFilterMetaDump, write fun
 
 // restore sets the filter from a meta record and then data records from next (false at the end).
 func (f *hashFilter) restore(meta *hashtablepb.HashFilterSplitMetaDump, next func() (*hashtablepb.HashFilterSplitDataDump, error)) error {
+	// The split keeps its size: a dump of another size is of a filter of another capacity (and
+	// its size, read from a file, must not decide an allocation).
+	if meta.GetTotalSize() != f.totalSize {
+		return errkind.New(errkind.Value, "hash filter meta: total size %d, this filter's splits have %d cells (was the filter's capacity changed?)",
+			meta.GetTotalSize(), f.totalSize)
+	}
 	f.failureCount = meta.GetFailureCount()
-	f.totalSize = meta.GetTotalSize()
 	f.numElements = meta.GetNumElements()
 	f.fillRate = meta.GetFillRate()
-	if f.totalSize == 0 || f.totalSize > 1<<40 {
-		return errkind.New(errkind.Value, "hash filter meta: total size %d", f.totalSize)
-	}
-	f.cells = make([]uint16, f.totalSize+hashFilterMaxStep)
+	clear(f.cells)
 	for {
 		d, err := next()
 		if err != nil {
@@ -177,21 +184,71 @@ type SlidingHashFilter struct {
 	failureCount    uint64
 }
 
-// NewSlidingHashFilter returns a sliding filter for about capacity ids in splitNum splits
-// (hash_filter_ops.create_hash_filter; HASH_FILTER_CAPACITY and HASH_FILTER_SPLIT_NUM are its
-// Python defaults). Below the reference's floors, capacity is 300 and splitNum 5.
-func NewSlidingHashFilter(capacity uint64, splitNum int) *SlidingHashFilter {
+// Bounds of a sliding filter's shape.
+const (
+	// MaxFilterSplitNum is the most splits a sliding filter may have. An id seen for the first
+	// time in the head split is looked for in up to split_num-2 splits behind it
+	// (max_backward_step), so every split more slows down each new id, and each split is a file of
+	// the dump; the reference's default is 7 (HASH_FILTER_SPLIT_NUM), its floor 5.
+	MaxFilterSplitNum = 64
+	// MaxFilterSplitCapacity is the most ids one split may be sized for: its cells (1.2 per id,
+	// plus the probe's slack) are addressed by the uint32 offsets of its dump's data records
+	// (HashFilterSplitDataDump.offset), so a split has at most 1<<32 cells. A filter's capacity is
+	// shared by split_num-1 splits: see MaxFilterCapacity.
+	MaxFilterSplitCapacity = uint64((1<<32 - hashFilterMaxStep) / slidingFillRate)
+)
+
+// slidingFillRate is the cells per id of a split (the reference's fill rate).
+const slidingFillRate = 1.2
+
+// slidingShape is the capacity and split count a sliding filter of capacity and splitNum gets
+// (the reference's floors), and the capacity of each split.
+func slidingShape(capacity uint64, splitNum int) (uint64, int, uint64) {
 	capacity = max(capacity, minSlidingCapacity)
 	splitNum = max(splitNum, minSlidingSplits)
 	// max_forward_step - 1 splits are kept empty for looking forward.
-	splitCapacity := capacity / uint64(splitNum-slidingMaxForwardStep+1)
+	return capacity, splitNum, capacity / uint64(splitNum-slidingMaxForwardStep+1)
+}
+
+// MaxFilterCapacity is the largest capacity of a sliding filter of splitNum splits (after the
+// floor of 5; at most MaxFilterSplitNum): split_num-1 splits of MaxFilterSplitCapacity ids.
+func MaxFilterCapacity(splitNum int) uint64 {
+	_, splitNum, _ = slidingShape(0, min(splitNum, MaxFilterSplitNum))
+	return MaxFilterSplitCapacity * uint64(splitNum-slidingMaxForwardStep+1)
+}
+
+// CheckSlidingFilter reports what is wrong with the shape of a sliding filter of capacity ids in
+// splitNum splits (0 or less: the reference's floors), an error of kind Value naming the field
+// and its bound, and otherwise returns the memory the filter takes, in bytes (2 per cell).
+func CheckSlidingFilter(capacity uint64, splitNum int) (int64, error) {
+	if splitNum > MaxFilterSplitNum {
+		return 0, errkind.New(errkind.Value, "sliding hash filter: split_num %d, want at most %d (MaxFilterSplitNum)", splitNum, MaxFilterSplitNum)
+	}
+	capacity, splitNum, splitCapacity := slidingShape(capacity, splitNum)
+	if splitCapacity > MaxFilterSplitCapacity {
+		return 0, errkind.New(errkind.Value, "sliding hash filter: capacity %d in %d splits, want at most %d (a split's cells are addressed by 32-bit offsets in its dump)",
+			capacity, splitNum, MaxFilterCapacity(splitNum))
+	}
+	cells := uint64(float64(splitCapacity)*slidingFillRate) + hashFilterMaxStep
+	return int64(cells) * 2 * int64(splitNum), nil
+}
+
+// NewSlidingHashFilter returns a sliding filter for about capacity ids in splitNum splits
+// (hash_filter_ops.create_hash_filter; HASH_FILTER_CAPACITY and HASH_FILTER_SPLIT_NUM are its
+// Python defaults). Below the reference's floors, capacity is 300 and splitNum 5. It panics past
+// the bounds CheckSlidingFilter checks (NewFilter returns them as errors).
+func NewSlidingHashFilter(capacity uint64, splitNum int) *SlidingHashFilter {
+	if _, err := CheckSlidingFilter(capacity, splitNum); err != nil {
+		panic(err)
+	}
+	capacity, splitNum, splitCapacity := slidingShape(capacity, splitNum)
 	f := &SlidingHashFilter{
 		capacity:        capacity,
 		maxBackwardStep: splitNum - slidingMaxForwardStep,
 		filters:         make([]*hashFilter, splitNum),
 	}
 	for i := range f.filters {
-		f.filters[i] = newHashFilter(splitCapacity, 1.2)
+		f.filters[i] = newHashFilter(splitCapacity, slidingFillRate)
 	}
 	return f
 }
@@ -323,11 +380,12 @@ func (f *SlidingHashFilter) metaDump() *hashtablepb.SlidingHashFilterMetaDump {
 	}
 }
 
-// saveSplit writes split i's records (its meta, carrying the shared sliding meta, then its data).
-func (f *SlidingHashFilter) saveSplit(i int, write func(proto.Message) error) error {
+// saveSplit writes split i's records (its meta, carrying the shared sliding meta, then its data),
+// until ctx ends.
+func (f *SlidingHashFilter) saveSplit(ctx context.Context, i int, write func(proto.Message) error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.filters[i].save(f.metaDump(), write)
+	return f.filters[i].save(ctx, f.metaDump(), write)
 }
 
 // restoreSplit restores split i from its meta record and data records, checking that the sliding

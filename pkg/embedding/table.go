@@ -2,6 +2,7 @@ package embedding
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
@@ -79,10 +80,7 @@ func New(cfg Config) (*Table, error) {
 	case cfg.Optimizer.StateSize() < 0:
 		return nil, errkind.New(errkind.Value, "embedding table: optimizer state size %d", cfg.Optimizer.StateSize())
 	}
-	ns := cfg.Stripes
-	if ns == 0 {
-		ns = max(64, 1<<bits.Len(uint(8*runtime.GOMAXPROCS(0)-1)))
-	}
+	ns := stripeCount(cfg.Stripes)
 	if ns < 1 || ns > 1<<16 || ns&(ns-1) != 0 {
 		return nil, errkind.New(errkind.Value, "embedding table: %d stripes, want a power of two in [1, 65536]", ns)
 	}
@@ -90,8 +88,8 @@ func New(cfg Config) (*Table, error) {
 	if ss, ok := cfg.Optimizer.(interface{ SliceSize() int }); ok {
 		nLR = ss.SliceSize()
 	}
-	if cfg.InitialCapacity < 0 {
-		return nil, errkind.New(errkind.Value, "embedding table: initial capacity %d", cfg.InitialCapacity)
+	if cfg.InitialCapacity < 0 || cfg.InitialCapacity > MaxInitialCapacity {
+		return nil, errkind.New(errkind.Value, "embedding table: initial capacity %d, want 0 to %d (MaxInitialCapacity)", cfg.InitialCapacity, MaxInitialCapacity)
 	}
 	if cfg.Workers < 0 {
 		return nil, errkind.New(errkind.Value, "embedding table: %d workers", cfg.Workers)
@@ -119,6 +117,43 @@ func New(cfg Config) (*Table, error) {
 		}
 	}
 	return t, nil
+}
+
+// MaxInitialCapacity is the most entries a table may make room for up front (Config's
+// InitialCapacity, the reference's initial_capacity): 1<<40, a thousand times the entries of the
+// largest tables, so that the sizes computed from it cannot overflow. Its memory (ReserveBytes)
+// is what bounds it in practice.
+const MaxInitialCapacity = 1 << 40
+
+// stripeCount is the number of stripes of Config.Stripes n (0: the default).
+func stripeCount(n int) int {
+	if n == 0 {
+		return max(64, 1<<bits.Len(uint(8*runtime.GOMAXPROCS(0)-1)))
+	}
+	return n
+}
+
+// ReserveBytes is the memory New allocates up front for cfg's InitialCapacity (every stripe's
+// slots and rows), in bytes, math.MaxInt64 when that does not fit; 0 without an initial capacity
+// or an optimizer.
+func (cfg Config) ReserveBytes() int64 {
+	if cfg.InitialCapacity <= 0 || cfg.Optimizer == nil || cfg.Dim <= 0 {
+		return 0
+	}
+	if cfg.InitialCapacity > MaxInitialCapacity {
+		return math.MaxInt64
+	}
+	ns := max(stripeCount(cfg.Stripes), 1)
+	per := (cfg.InitialCapacity + ns - 1) / ns
+	slots := minSlots
+	for per*maxLoadDen > slots*maxLoadNum {
+		slots *= 2
+	}
+	perSlot := float64(unsafe.Sizeof(slotHeader{})) + 4*float64(cfg.Dim+max(cfg.Optimizer.StateSize(), 0))
+	if b := float64(ns) * float64(slots) * perSlot; b < math.MaxInt64 {
+		return int64(b)
+	}
+	return math.MaxInt64
 }
 
 // Dim is the embedding dimension.
