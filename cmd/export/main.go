@@ -33,6 +33,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/errkind"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/featureschema"
+	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
 	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 )
 
@@ -91,6 +92,9 @@ func exportModel(ctx context.Context, f savedmodelexportersspec.ExportFlags, spe
 		ModelName: f.ModelName, Spec: spec, NumPS: f.NumPS, VersionType: export.VersionType(f.VersionType), Keep: f.Keep,
 		WithOptimizerState: f.WithOptimizerState, Log: log})
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return fmt.Errorf("the export did not finish within --timeout %v: %w", f.Timeout, err)
+		}
 		return classify(err)
 	}
 	elapsed := time.Since(start)
@@ -107,14 +111,16 @@ func exportModel(ctx context.Context, f savedmodelexportersspec.ExportFlags, spe
 	return nil
 }
 
-// classify makes an error of the input (the checkpoint, the spec, the version, an export base
-// that cannot be written) a usage error; what fails while writing (a full disk) stays a failure.
+// classify makes an error of the input (the checkpoint or its state file, the spec, the version,
+// an export base that cannot be written or is under a file) a usage error; what fails while writing (a full disk) stays a failure.
 func classify(err error) error {
 	switch errkind.Of(err) {
 	case errkind.NotFound, errkind.Value, errkind.Precondition:
 		return cli.Usage(err)
 	}
-	if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
+	switch {
+	case errors.Is(err, syscall.EROFS), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR),
+		errors.Is(err, checkpoint.ErrUnreadableState):
 		return cli.Usage(err)
 	}
 	return err

@@ -139,12 +139,25 @@ func TestExportTrainedModel(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(corrupt, "model.ckpt-30.data"), []byte("not the data"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	garbageState := filepath.Join(t.TempDir(), "garbage")
+	if err := os.CopyFS(garbageState, os.DirFS(modelDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(garbageState, "checkpoint"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
 		{"again", nil, "version already exported: " + filepath.Join(base, "entry", "32") + " exists"},
+		{"garbage checkpoint state file", []string{"--model_dir=" + garbageState, "--log_level=error"}, filepath.Join(garbageState, "checkpoint") + " still unreadable"},
+		{"export base under a file", []string{"--export_base=" + filepath.Join(aFile, "base")}, filepath.Join(aFile, "base")},
 		{"other spec", []string{"--hidden=32"}, "export: --hidden: another model than the one trained (" + filepath.Join(modelDir, "model_spec.json") + "): hidden [32], not [64 32]; drop the flags"},
 		{"other spec without the spec file", []string{"--model_dir=" + noSpec, "--hidden=32"}, "model.ckpt-32 does not fit the model spec"},
 		{"missing checkpoint", []string{"--checkpoint=model.ckpt-99"}, filepath.Join(modelDir, "model.ckpt-99") + ": no such checkpoint"},
@@ -160,6 +173,11 @@ func TestExportTrainedModel(t *testing.T) {
 				t.Errorf("the export base changed:\n%s\nwas:\n%s", after, before)
 			}
 		})
+	}
+	// An export that --timeout cuts short fails (exit 1) saying so.
+	r = runExport("--model_dir="+modelDir, "--export_base="+filepath.Join(t.TempDir(), "e"), "--timeout=1ns")
+	if r.code != 1 || !strings.Contains(r.stderr, "the export did not finish within --timeout 1ns") {
+		t.Errorf("--timeout=1ns: exit %d, stderr %q; want 1 and the timeout named", r.code, r.stderr)
 	}
 }
 

@@ -174,6 +174,16 @@ type GetStateOptions struct {
 	Log *slog.Logger
 }
 
+// ErrUnreadableState is what GetState's error Is when the state file stays unreadable: the model
+// dir's content is wrong (bad input), not a passing failure.
+var ErrUnreadableState = errors.New("checkpoint state file unreadable")
+
+// unreadableState is the read's error, which also Is ErrUnreadableState.
+type unreadableState struct{ err error }
+
+func (u unreadableState) Error() string   { return u.err.Error() }
+func (u unreadableState) Unwrap() []error { return []error{u.err, ErrUnreadableState} }
+
 // getStateMu makes GetState calls of one process see each other's marker and state writes, as the
 // reference's lock does.
 var getStateMu sync.Mutex
@@ -204,14 +214,16 @@ func GetState(dir string, o GetStateOptions) (*tftraining.CheckpointState, error
 	defer getStateMu.Unlock()
 	file := pathutil.Join(dir, name)
 	st, unreadable, err := readStateFile(dir, name, log)
+	// The retries warn no more than the first read did.
+	quiet := slog.New(slog.DiscardHandler)
 	for i := 0; err == nil && st == nil && unreadable != nil && i < retries; i++ {
-		st, unreadable, err = readStateFile(dir, name, log)
+		st, unreadable, err = readStateFile(dir, name, quiet)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if st == nil && unreadable != nil {
-		return nil, errkind.New(errkind.Generic, "read ckpt error!: %s still unreadable after %d retries: %v", file, retries, unreadable)
+		return nil, errkind.New(errkind.Generic, "read ckpt error!: %s still unreadable after %d retries: %w", file, retries, unreadableState{unreadable})
 	}
 	if o.RestoreCkpt == nil || name != StateFile || st == nil {
 		return st, nil
