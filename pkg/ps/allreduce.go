@@ -92,8 +92,8 @@ func (s *Server) AllReduce(ctx context.Context, req *pspb.AllReduceRequest) (*ps
 	switch {
 	case name == "":
 		return nil, status.Errorf(codes.InvalidArgument, "ps %d: allreduce: no name", s.cfg.Index)
-	case count < 1:
-		return nil, status.Errorf(codes.InvalidArgument, "ps %d: allreduce %q: count %d, want at least 1", s.cfg.Index, name, count)
+	case count < 1 || count > MaxWorkers:
+		return nil, status.Errorf(codes.InvalidArgument, "ps %d: allreduce %q: count %d, want 1 to %d (MaxWorkers)", s.cfg.Index, name, count, MaxWorkers)
 	case worker < 0 || int(worker) >= count:
 		return nil, status.Errorf(codes.InvalidArgument, "ps %d: allreduce %q: worker %d, want 0..%d", s.cfg.Index, name, worker, count-1)
 	case req.GetWaitMs() < 0:
@@ -103,6 +103,8 @@ func (s *Server) AllReduce(ctx context.Context, req *pspb.AllReduceRequest) (*ps
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "ps %d: allreduce %q: %v", s.cfg.Index, name, err)
 	}
+	ctx, done := s.untilStop(ctx)
+	defer done()
 	rs := s.reds
 	rs.mu.Lock()
 	red, ok := rs.byName[name]
@@ -183,8 +185,8 @@ func (s *Server) AllReduce(ctx context.Context, req *pspb.AllReduceRequest) (*ps
 		return &pspb.AllReduceResponse{Released: true, Values: float64Bytes(r.mean)}, nil
 	default:
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
+	if ctx.Err() != nil {
+		return nil, s.ctxStatus(ctx, "allreduce "+name)
 	}
 	return &pspb.AllReduceResponse{Missing: r.missing()}, nil
 }

@@ -3,6 +3,8 @@ package ps
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,12 +44,17 @@ func (s *Server) Barrier(ctx context.Context, req *pspb.BarrierRequest) (*pspb.B
 	if err := ctxError(ctx); err != nil {
 		return nil, err
 	}
+	if _, ok := pspb.BarrierRequest_Op_name[int32(req.GetOp())]; !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "ps %d: barrier %q: unknown op %d (valid: %s)", s.cfg.Index, req.GetName(), req.GetOp(), barrierOps)
+	}
 	if req.GetName() == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "ps %d: barrier: no name", s.cfg.Index)
 	}
-	if req.GetCount() < 1 {
-		return nil, status.Errorf(codes.InvalidArgument, "ps %d: barrier %q: count %d, want at least 1", s.cfg.Index, req.GetName(), req.GetCount())
+	if req.GetCount() < 1 || req.GetCount() > MaxWorkers {
+		return nil, status.Errorf(codes.InvalidArgument, "ps %d: barrier %q: count %d, want 1 to %d (MaxWorkers)", s.cfg.Index, req.GetName(), req.GetCount(), MaxWorkers)
 	}
+	ctx, done := s.untilStop(ctx)
+	defer done()
 	if req.GetWaitMs() < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "ps %d: barrier %q: wait_ms %d", s.cfg.Index, req.GetName(), req.GetWaitMs())
 	}
@@ -76,7 +83,7 @@ func (s *Server) Barrier(ctx context.Context, req *pspb.BarrierRequest) (*pspb.B
 		// the call's own end is the call's error.
 		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
 			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
+				return nil, s.ctxStatus(ctx, "wait at barrier "+req.GetName())
 			}
 			return nil, s.rpcError("wait at barrier "+req.GetName(), err)
 		}
@@ -91,6 +98,18 @@ func (s *Server) Barrier(ctx context.Context, req *pspb.BarrierRequest) (*pspb.B
 	}
 	return resp, nil
 }
+
+// barrierOps lists the valid barrier ops, for the message of an unknown one.
+var barrierOps = func() string {
+	var b strings.Builder
+	for i := range int32(len(pspb.BarrierRequest_Op_name)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%d", pspb.BarrierRequest_Op_name[i], i)
+	}
+	return b.String()
+}()
 
 // waitContext is how long a call waits: ctx, ending after waitMs milliseconds when that is
 // positive, and ending a little before ctx's deadline, so that the server has answered (and
@@ -188,8 +207,8 @@ func (s *Server) arrive(ctx context.Context, req *pspb.BarrierRequest) (*pspb.Ba
 	if r.arrived[worker]--; r.arrived[worker] <= 0 {
 		delete(r.arrived, worker)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
+	if ctx.Err() != nil {
+		return nil, s.ctxStatus(ctx, "arrive at barrier "+name)
 	}
 	return &pspb.BarrierResponse{Released: false}, nil
 }

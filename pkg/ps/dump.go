@@ -9,6 +9,9 @@ import (
 	"sort"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	"github.com/monolith-go/monolith/pkg/embedding"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -55,25 +58,37 @@ func dumpServers(dir, table string) (int, error) {
 		if n >= 0 && total != n {
 			return 0, errkind.New(errkind.Value, "dump of table %q in %s mixes dumps of %d and %d servers", table, dir, n, total)
 		}
+		if i >= total {
+			return 0, errkind.New(errkind.Value, "dump of table %q in %s: file %s names server %d of %d", table, dir, e.Name(), i, total)
+		}
 		n = total
 		seen[i] = true
 	}
 	if n <= 0 {
 		return 0, errkind.New(errkind.NotFound, "no dump of table %q in %s", table, tdir)
 	}
-	var missing []int
-	for i := 0; i < n; i++ {
-		if !seen[i] {
-			missing = append(missing, i)
+	if len(seen) < n {
+		// n is read from file names: the servers missing are listed up to a few, not all n.
+		var missing []int
+		for i := 0; i < n && len(missing) < 10; i++ {
+			if !seen[i] {
+				missing = append(missing, i)
+			}
 		}
-	}
-	if len(missing) > 0 {
-		return 0, errkind.New(errkind.NotFound, "dump of table %q in %s lacks servers %v of %d", table, tdir, missing, n)
+		more := ""
+		if len(seen)+len(missing) < n {
+			more = fmt.Sprintf(" and %d more", n-len(seen)-len(missing))
+		}
+		return 0, errkind.New(errkind.NotFound, "dump of table %q in %s lacks servers %v%s of %d", table, tdir, missing, more, n)
 	}
 	return n, nil
 }
 
-// Save dumps the requested tables.
+// Save dumps the requested tables. Every file is written under a temporary name first and put in
+// place once every table is written (replacing the files of an earlier dump of the same tables
+// in dir), so a Save that fails, passes its deadline or is cancelled, also by the server's stop,
+// leaves no new files: never a dump that looks complete and is not. It looks at its context
+// between files and every 1024 entries.
 func (s *Server) Save(ctx context.Context, req *pspb.SaveRequest) (*pspb.SaveResponse, error) {
 	if err := ctxError(ctx); err != nil {
 		return nil, err
@@ -81,52 +96,80 @@ func (s *Server) Save(ctx context.Context, req *pspb.SaveRequest) (*pspb.SaveRes
 	if req.GetDir() == "" {
 		return nil, s.rpcError("save", errkind.New(errkind.Value, "no directory"))
 	}
+	if n := req.GetShardsPerTable(); n > MaxShardsPerTable {
+		return nil, status.Errorf(codes.InvalidArgument, "ps %d: save: shards_per_table %d, want at most %d (MaxShardsPerTable; 0 or less: one per million entries, 1 to 4)",
+			s.cfg.Index, n, MaxShardsPerTable)
+	}
 	tables, err := s.selected(req.GetTables())
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := s.untilStop(ctx)
+	defer done()
+	var staged []*embedding.Staged
+	abort := func() {
+		for _, st := range staged {
+			st.Abort()
+		}
+	}
 	resp := &pspb.SaveResponse{}
 	for _, tb := range tables {
-		files, err := s.saveTable(ctx, tb, req.GetDir(), int(req.GetShardsPerTable()))
+		st, err := s.stageTable(ctx, tb, req.GetDir(), int(req.GetShardsPerTable()))
+		staged = append(staged, st...)
 		if err != nil {
+			abort()
+			if ctx.Err() != nil {
+				return nil, s.ctxStatus(ctx, "save table "+tb.name)
+			}
 			return nil, s.rpcError("save table "+tb.name, err)
 		}
+		var files []string
+		for _, f := range st {
+			files = append(files, f.Files()...)
+		}
 		resp.Tables = append(resp.Tables, &pspb.TableFiles{Table: tb.name, Files: files})
+	}
+	// Every table is written: the renames are quick, and not cut short.
+	for i, st := range staged {
+		if err := st.Commit(); err != nil {
+			for _, rest := range staged[i+1:] {
+				rest.Abort()
+			}
+			return nil, s.rpcError("save", err)
+		}
+	}
+	for _, t := range resp.Tables {
+		s.log.Info("table saved", "table", t.Table, "dir", req.GetDir(), "files", len(t.Files))
 	}
 	return resp, nil
 }
 
-func (s *Server) saveTable(ctx context.Context, tb *table, dir string, shards int) ([]string, error) {
-	if err := os.MkdirAll(filepath.Join(dir, tb.name), 0o755); err != nil {
+// stageTable writes the table's dump (and its filter's) to temporary files, to be committed.
+func (s *Server) stageTable(ctx context.Context, tb *table, dir string, shards int) ([]*embedding.Staged, error) {
+	if err := os.MkdirAll(filepath.Dir(DumpBasename(dir, tb.name, 0, 1)), 0o755); err != nil {
 		return nil, err
 	}
 	if shards <= 0 {
 		shards = -1
 	}
-	base := DumpBasename(dir, tb.name, s.cfg.Index, s.cfg.NumPS)
-	if err := tb.t.Save(ctx, base, shards); err != nil {
-		return nil, err
-	}
-	files, err := embedding.ShardedFiles(base)
+	st, err := tb.t.SaveStaged(ctx, DumpBasename(dir, tb.name, s.cfg.Index, s.cfg.NumPS), shards)
 	if err != nil {
 		return nil, err
 	}
+	out := []*embedding.Staged{st}
 	if tb.filter != nil {
-		fbase := filterBasename(dir, tb.name, s.cfg.Index, s.cfg.NumPS)
-		if err := embedding.SaveFilter(ctx, tb.filter, fbase); err != nil {
-			return nil, fmt.Errorf("filter: %w", err)
-		}
-		ff, err := embedding.ShardedFiles(fbase)
+		fst, err := embedding.SaveFilterStaged(ctx, tb.filter, filterBasename(dir, tb.name, s.cfg.Index, s.cfg.NumPS))
 		if err != nil {
-			return nil, fmt.Errorf("filter: %w", err)
+			return out, fmt.Errorf("filter: %w", err)
 		}
-		files = append(files, ff...)
+		out = append(out, fst)
 	}
-	s.log.Info("table saved", "table", tb.name, "dir", dir, "files", len(files))
-	return files, nil
+	return out, nil
 }
 
-// Restore restores the requested tables from a dump, keeping this server's ids.
+// Restore restores the requested tables from a dump, keeping this server's ids. It looks at its
+// context between files and every 256 records; a table whose restore is cut short (its deadline,
+// a cancel, the server's stop) is left partly restored, and the error says so.
 func (s *Server) Restore(ctx context.Context, req *pspb.RestoreRequest) (*pspb.RestoreResponse, error) {
 	if err := ctxError(ctx); err != nil {
 		return nil, err
@@ -138,8 +181,13 @@ func (s *Server) Restore(ctx context.Context, req *pspb.RestoreRequest) (*pspb.R
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := s.untilStop(ctx)
+	defer done()
 	resp := &pspb.RestoreResponse{}
 	for _, tb := range tables {
+		if ctx.Err() != nil {
+			return nil, s.ctxStatus(ctx, "restore")
+		}
 		n, err := dumpServers(req.GetDir(), tb.name)
 		if err != nil {
 			return nil, s.rpcError("restore table "+tb.name, err)
@@ -150,6 +198,9 @@ func (s *Server) Restore(ctx context.Context, req *pspb.RestoreRequest) (*pspb.R
 		resp.DumpNumPs = int32(n)
 		files, restored, err := s.restoreTable(ctx, tb, req.GetDir(), n)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, s.ctxStatus(ctx, "restore table "+tb.name+" (partly restored)")
+			}
 			return nil, s.rpcError("restore table "+tb.name, err)
 		}
 		resp.Tables = append(resp.Tables, &pspb.TableFiles{Table: tb.name, Files: files, Entries: int64(restored)})

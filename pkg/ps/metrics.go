@@ -15,7 +15,8 @@ import (
 const Namespace = "monolith_ps"
 
 // Metrics are a parameter server's Prometheus metrics, on a registry of their own: its RPCs, and
-// each table's entries, memory and traffic (read from the server when scraped). Methods do nothing
+// each table's entries, memory and traffic, and the updates it refused for a gradient that is not
+// finite (monolith_ps_rejected_gradients_total), read from the server when scraped. Methods do nothing
 // on a nil *Metrics.
 type Metrics struct {
 	reg  *prometheus.Registry
@@ -67,6 +68,8 @@ var (
 	descMemory  = prometheus.NewDesc(Namespace+"_table_memory_bytes", "Memory the table's entries occupy.", []string{"ps", "table"}, nil)
 	descLookup  = prometheus.NewDesc(Namespace+"_table_lookup_ids_total", "Ids looked up in the table.", []string{"ps", "table"}, nil)
 	descApply   = prometheus.NewDesc(Namespace+"_table_apply_ids_total", "Ids the table's optimizer was applied to (before de-duplication).", []string{"ps", "table"}, nil)
+	descReject  = prometheus.NewDesc(Namespace+"_rejected_gradients_total",
+		"ApplyGradients calls to the table refused for a gradient or learning rate that is not finite (NaN, +-Inf); nothing of them was applied.", []string{"ps", "table"}, nil)
 )
 
 type tableCollector struct{ m *Metrics }
@@ -76,6 +79,7 @@ func (c tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descMemory
 	ch <- descLookup
 	ch <- descApply
+	ch <- descReject
 }
 
 func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
@@ -90,6 +94,7 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(tb.t.MemoryBytes()), ps, tb.name)
 			ch <- prometheus.MustNewConstMetric(descLookup, prometheus.CounterValue, float64(tb.lookupIDs.Load()), ps, tb.name)
 			ch <- prometheus.MustNewConstMetric(descApply, prometheus.CounterValue, float64(tb.applyIDs.Load()), ps, tb.name)
+			ch <- prometheus.MustNewConstMetric(descReject, prometheus.CounterValue, float64(tb.rejected.Load()), ps, tb.name)
 		}
 	}
 }

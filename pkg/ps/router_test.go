@@ -73,7 +73,7 @@ func TestRouterMatchesOneTable(t *testing.T) {
 			dim := dimOf(tc.table)
 			servers := startServers(t, tc.servers, Config{Tables: []*pspb.TableConfig{tc.table}, Workers: 2})
 			r := newRouter(t, servers, RouterConfig{MaxIDsPerCall: tc.chunk})
-			local, err := newTable(tc.table, 1, initializer.Shared)
+			local, err := newTable(tc.table, 1, initializer.Shared, reserveBudget{})
 			if err != nil {
 				t.Fatal(err)
 			}

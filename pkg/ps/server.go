@@ -9,6 +9,44 @@
 // its machine health as ps_check_hooks reads it (pkg/hooks/pscheck's RemoteProbe). It also holds
 // the allreduce rounds of synchronous training (AllReduce: the workers' dense gradients averaged).
 // RouterStore is the Router as a worker model's embedding store.
+//
+// # Bounds
+//
+// Every size in a request or a table config has an upper bound; past it the call is
+// INVALID_ARGUMENT naming the field and the bound (the ids of one Lookup or ApplyGradients are
+// RESOURCE_EXHAUSTED, as the service's proto says), never a panic or an allocation of the size
+// asked for:
+//
+//   - a table's dimension, the sum of its segments' dim_size: MaxDim (65536);
+//   - a table's name: MaxTableNameBytes (255 bytes, NAME_MAX: it names a directory of the dump);
+//   - the tables of a server, and the table configs of one CreateTables: MaxTables (1024);
+//   - initial_capacity: embedding.MaxInitialCapacity (1<<40 entries);
+//   - a sliding filter's split_num: embedding.MaxFilterSplitNum (64), and its capacity:
+//     embedding.MaxFilterCapacity(split_num), split_num-1 splits of
+//     embedding.MaxFilterSplitCapacity (3579139360) ids, a split's cells being addressed by the
+//     32-bit offsets of its dump (21474836160 ids with the default 7 splits);
+//   - the memory the tables allocate when they are created (initial_capacity's slots and rows,
+//     the sliding filters' cells, 2.8 bytes an id: 840 MB for the default filter), all tables
+//     together: Config.ReserveLimit, by default the machine's memory;
+//   - feature_evict_every_n_hours: embedding.MaxEvictEveryHours (876000, the default expire
+//     time of 36500 days);
+//   - the ids of one Lookup or ApplyGradients: Config.MaxIDsPerRequest
+//     (DefaultMaxIDsPerRequest, 1<<20; cmd/ps --max_ids_per_request), and a message's bytes:
+//     Config.MaxMessageBytes (DefaultMaxMessageBytes, 256 MiB);
+//   - SaveRequest.shards_per_table: MaxShardsPerTable (1024);
+//   - BarrierRequest.count and AllReduceRequest.count: MaxWorkers (65536).
+//
+// A gradient or learning rate that is not finite (NaN, +-Inf) makes ApplyGradients
+// INVALID_ARGUMENT naming the table and the first bad id, with nothing of the request applied;
+// monolith_ps_rejected_gradients_total{ps,table} counts those calls.
+//
+// # Long calls
+//
+// Save and Restore honour their caller's deadline and cancellation, looking at it between files
+// and every few hundred records; a Save cut short leaves no new files (each table's files are
+// written under temporary names and renamed into place once all are written). When the server
+// stops (Running.Stop), the long calls in flight (Save, Restore, the waits of Barrier and
+// AllReduce) end at once with UNAVAILABLE, instead of holding the stop for its grace period.
 package ps
 
 import (
@@ -17,6 +55,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -57,6 +96,12 @@ type Config struct {
 	MemLimit int64
 	// MemoryUsage reads the process's resident memory (nil: pscheck.ProcessMemoryUsage).
 	MemoryUsage func() (int64, error)
+	// ReserveLimit bounds the memory the server's tables allocate at their creation, all of them
+	// together: their initial_capacity's slots and rows and their sliding filters' cells (0: the
+	// machine's memory, MemTotal of /proc/meminfo, or 1 TiB where that cannot be read). A table
+	// config past it is refused (INVALID_ARGUMENT) rather than allocated: an allocation the
+	// machine cannot back would kill the process.
+	ReserveLimit int64
 	// EvictEvery, when positive, is the eviction period of the tables that evict expired entries
 	// (enable_feature_eviction), instead of their feature_evict_every_n_hours. Close stops the
 	// eviction loops.
@@ -92,11 +137,43 @@ type Server struct {
 	track bool
 	// newest is the newest event time of the gradients applied (parameter sync pushes it).
 	newest eventtime.Newest
+	// reserved is the memory the tables allocated at their creation (under mu), bounded by
+	// cfg.ReserveLimit, which reserveWhat names.
+	reserved    int64
+	reserveWhat string
 
 	// evict runs the tables' eviction loops until Close.
 	evictCtx    context.Context
 	evictCancel context.CancelFunc
 	evictWG     sync.WaitGroup
+
+	// stopping ends when the server stops (Running.Stop, Kill, Close): the long calls (Save,
+	// Restore, the waits of Barrier and AllReduce) end then, rather than hold up the stop for its
+	// grace period.
+	stopping context.Context
+	stop     context.CancelCauseFunc
+}
+
+// errStopping is the cause of the calls that the server's stop ended.
+var errStopping = errors.New("the parameter server is stopping")
+
+// untilStop is ctx, also ending when the server stops; call done when the call returns.
+func (s *Server) untilStop(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(s.stopping, func() { cancel(errStopping) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+	}
+}
+
+// ctxStatus is the status of a call whose context (from untilStop) ended: UNAVAILABLE when the
+// server is stopping, else the context's own code; what names the call.
+func (s *Server) ctxStatus(ctx context.Context, what string) error {
+	if errors.Is(context.Cause(ctx), errStopping) {
+		return status.Errorf(codes.Unavailable, "ps %d: %s: %v", s.cfg.Index, what, errStopping)
+	}
+	return status.Errorf(status.FromContextError(ctx.Err()).Code(), "ps %d: %s: %v", s.cfg.Index, what, ctx.Err())
 }
 
 // NewServer returns a server with cfg's tables. Close stops its background work.
@@ -106,9 +183,9 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, errkind.New(errkind.Value, "ps: num_ps %d, want at least 1", cfg.NumPS)
 	case cfg.Index < 0 || cfg.Index >= cfg.NumPS:
 		return nil, errkind.New(errkind.Value, "ps: index %d, want 0..%d (num_ps %d)", cfg.Index, cfg.NumPS-1, cfg.NumPS)
-	case cfg.MaxIDsPerRequest < 0 || cfg.MaxMessageBytes < 0 || cfg.MemLimit < 0:
-		return nil, errkind.New(errkind.Value, "ps: negative limit (max_ids_per_request %d, max_message_bytes %d, mem_limit %d)",
-			cfg.MaxIDsPerRequest, cfg.MaxMessageBytes, cfg.MemLimit)
+	case cfg.MaxIDsPerRequest < 0 || cfg.MaxMessageBytes < 0 || cfg.MemLimit < 0 || cfg.ReserveLimit < 0:
+		return nil, errkind.New(errkind.Value, "ps: negative limit (max_ids_per_request %d, max_message_bytes %d, mem_limit %d, reserve_limit %d)",
+			cfg.MaxIDsPerRequest, cfg.MaxMessageBytes, cfg.MemLimit, cfg.ReserveLimit)
 	}
 	if cfg.MaxIDsPerRequest == 0 {
 		cfg.MaxIDsPerRequest = DefaultMaxIDsPerRequest
@@ -119,6 +196,13 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.MemLimit == 0 {
 		cfg.MemLimit = pscheck.DefaultMemLimit
 	}
+	reserveWhat := "reserve_limit"
+	if cfg.ReserveLimit == 0 {
+		cfg.ReserveLimit, reserveWhat = fallbackReserveLimit, "ps.fallbackReserveLimit"
+		if m := machineMemory(); m > 0 {
+			cfg.ReserveLimit, reserveWhat = m, "the machine's memory"
+		}
+	}
 	if cfg.MemoryUsage == nil {
 		cfg.MemoryUsage = pscheck.ProcessMemoryUsage
 	}
@@ -126,8 +210,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, bars: newBarriers(), reds: newReductions(), tables: map[string]*table{}, track: cfg.TrackTouched}
+	s := &Server{cfg: cfg, log: log, bars: newBarriers(), reds: newReductions(), tables: map[string]*table{}, track: cfg.TrackTouched,
+		reserveWhat: reserveWhat}
 	s.evictCtx, s.evictCancel = context.WithCancel(context.Background())
+	s.stopping, s.stop = context.WithCancelCause(context.Background())
 	if _, err := s.createTables(cfg.Tables); err != nil {
 		s.Close()
 		return nil, err
@@ -136,8 +222,10 @@ func NewServer(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the eviction loops. The gRPC server serving s is the caller's to stop.
+// Close stops the eviction loops and ends the long calls in flight (Save, Restore, the waits),
+// which answer UNAVAILABLE. The gRPC server serving s is the caller's to stop.
 func (s *Server) Close() {
+	s.stop(errStopping)
 	s.evictCancel()
 	s.evictWG.Wait()
 }
@@ -178,6 +266,9 @@ const messageSlack = 64 << 10
 // createTables adds the tables of cfgs that do not exist; an existing one with another config is
 // an error. It returns the names of the tables it created.
 func (s *Server) createTables(cfgs []*pspb.TableConfig) ([]string, error) {
+	if len(cfgs) > MaxTables {
+		return nil, errkind.New(errkind.Value, "%d table configs, a server holds at most %d tables (MaxTables)", len(cfgs), MaxTables)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	batch := map[string]*pspb.TableConfig{}
@@ -201,14 +292,20 @@ func (s *Server) createTables(cfgs []*pspb.TableConfig) ([]string, error) {
 		batch[c.GetName()] = c
 		todo = append(todo, c)
 	}
+	if n := len(s.tables) + len(todo); n > MaxTables {
+		return nil, errkind.New(errkind.Value, "%d new tables and the %d there are: %d, a server holds at most %d tables (MaxTables)", len(todo), len(s.tables), n, MaxTables)
+	}
 	built := make([]*table, 0, len(todo))
+	budget := reserveBudget{limit: s.cfg.ReserveLimit, used: s.reserved, what: s.reserveWhat}
 	for _, c := range todo {
-		tb, err := newTable(c, s.cfg.Workers, s.initGenerator(c.GetName()))
+		tb, err := newTable(c, s.cfg.Workers, s.initGenerator(c.GetName()), budget)
 		if err != nil {
 			return nil, err
 		}
+		budget.used += tb.reserved
 		built = append(built, tb)
 	}
+	s.reserved = budget.used
 	created := make([]string, 0, len(built))
 	for _, tb := range built {
 		tb.t.TrackTouched(s.track)
@@ -410,6 +507,18 @@ func (s *Server) ApplyGradients(ctx context.Context, req *pspb.ApplyGradientsReq
 		return nil, status.Errorf(codes.InvalidArgument, "ps %d: table %q: %d learning rates, the table takes %d (one per segment)",
 			s.cfg.Index, tb.name, len(lrs), len(tb.lr))
 	}
+	// A NaN or an infinity would spread through the optimizer into the entries (and every
+	// lookup of them after): the request is refused whole.
+	if i := firstNonFinite(grads); i >= 0 {
+		tb.rejected.Add(1)
+		return nil, status.Errorf(codes.InvalidArgument, "ps %d: table %q: gradient of id %d (the request's id %d of %d) is %v: a gradient must be finite; nothing of the request was applied",
+			s.cfg.Index, tb.name, ids[i/dim], i/dim, len(ids), grads[i])
+	}
+	if i := firstNonFinite(lrs); i >= 0 {
+		tb.rejected.Add(1)
+		return nil, status.Errorf(codes.InvalidArgument, "ps %d: table %q: learning rate %d (of segment %d) is %v: a learning rate must be finite; nothing of the request was applied",
+			s.cfg.Index, tb.name, i, i, lrs[i])
+	}
 	if err := tb.t.Apply(ids, grads, lrs, req.GetGlobalStep(), req.GetUpdateTimeSec()); err != nil {
 		return nil, s.rpcError("apply to table "+tb.name, err)
 	}
@@ -417,6 +526,17 @@ func (s *Server) ApplyGradients(ctx context.Context, req *pspb.ApplyGradientsReq
 	tb.applyIDs.Add(int64(len(ids)))
 	s.newest.Observe(req.GetNewestEventTimeMs())
 	return &pspb.ApplyGradientsResponse{}, nil
+}
+
+// firstNonFinite is the index of the first NaN or infinity of v, -1 when there is none.
+func firstNonFinite(v []float32) int {
+	const exp = 0x7f800000 // a float32 with every exponent bit set is an infinity or a NaN
+	for i, f := range v {
+		if math.Float32bits(f)&exp == exp {
+			return i
+		}
+	}
+	return -1
 }
 
 // Stats reports the tables.
@@ -494,7 +614,12 @@ func (r *Running) Addr() string { return r.addr }
 
 // Stop stops serving: the RPCs in flight may finish until ctx ends, then the rest are cancelled.
 // It returns once the server has stopped.
+//
+// The long calls (Save, Restore, and the waits of Barrier and AllReduce) are ended at once,
+// answering UNAVAILABLE: a Save cut short leaves no new files, and a wait's caller asks again
+// elsewhere or gives up; the grace period is for the short calls.
 func (r *Running) Stop(ctx context.Context) error {
+	r.Server.stop(errStopping)
 	forced := grpcstop.Graceful(ctx, r.GRPC)
 	<-r.done
 	r.Server.Close()
@@ -510,6 +635,7 @@ func (r *Running) Stop(ctx context.Context) error {
 
 // Kill stops serving at once, closing every connection (a crashed server, for tests).
 func (r *Running) Kill() {
+	r.Server.stop(errStopping)
 	r.GRPC.Stop()
 	<-r.done
 	r.Server.Close()

@@ -50,7 +50,7 @@ func TestTableConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newTable(tc.cfg, 1, initializer.Shared)
+			_, err := newTable(tc.cfg, 1, initializer.Shared, reserveBudget{})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
