@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -117,17 +118,31 @@ func (e UsageError) Unwrap() error { return e.Err }
 func Usage(err error) error { return UsageError{err} }
 
 // Exit reports err on stderr as one "name: message" line (without repeating a "name: " the
-// message already starts with) and returns the exit status: 0 for nil, 2 for a UsageError, 1
-// otherwise.
+// message already starts with) and returns the exit status: 0 for nil, 2 for a UsageError or a
+// malformed listen address, 1 otherwise.
 func Exit(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	fmt.Fprintln(stderr, name+": "+dedupe(strings.TrimPrefix(err.Error(), name+": ")))
-	if errors.As(err, new(UsageError)) {
+	if errors.As(err, new(UsageError)) || badListenAddr(err) {
 		return 2
 	}
 	return 1
+}
+
+// badListenAddr reports whether err is a listen that failed on its address itself (a port out of
+// range or not a number, no port): the address came from a flag or a config, so it is bad input,
+// wherever in the program the listen happened. A listen that fails on a good address (in use,
+// not permitted) is a runtime failure.
+func badListenAddr(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "listen" {
+		return false
+	}
+	var addr *net.AddrError
+	var dns *net.DNSError
+	return errors.As(op.Err, &addr) || (errors.As(op.Err, &dns) && dns.Err == "unknown port")
 }
 
 // FlagGiven reports whether args name --flag (as --flag=value or --flag value) before a "--":

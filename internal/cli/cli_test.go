@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"io"
 	"log/slog"
 	"strings"
@@ -48,6 +49,12 @@ func TestParse(t *testing.T) {
 }
 
 func TestExit(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := listenErr(busy.Addr().String())
 	for _, tc := range []struct {
 		err    error
 		code   int
@@ -59,6 +66,11 @@ func TestExit(t *testing.T) {
 		{errors.New("agent v3: agent v3: zookeeper: agent v3: x"), 1, "cmd: agent v3: zookeeper: agent v3: x\n"},
 		{errors.New("cmd: a: a: a: b"), 1, "cmd: a: b\n"},
 		{fmt.Errorf("read: %w", Usage(errors.New("bad file"))), 2, "cmd: read: bad file\n"},
+		{fmt.Errorf("status endpoint: %w", listenErr(":99999")), 2, "cmd: status endpoint: listen tcp: address 99999: invalid port\n"},
+		{fmt.Errorf("controller: %w", listenErr("127.0.0.1:notaport")), 2, "cmd: controller: listen tcp: lookup tcp/notaport: unknown port\n"},
+		{fmt.Errorf("x: %w", listenErr("127.0.0.1")), 2, "cmd: x: listen tcp: address 127.0.0.1: missing port in address\n"},
+		{inUse, 1, "cmd: " + inUse.Error() + "\n"},
+		{fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "invalid port", Addr: "1"}}), 1, "cmd: dial: dial tcp: address 1: invalid port\n"},
 	} {
 		var errb bytes.Buffer
 		if code := Exit("cmd", tc.err, &errb); code != tc.code || errb.String() != tc.stderr {
@@ -238,4 +250,14 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listenErr is the error of listening on addr.
+func listenErr(addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err == nil {
+		lis.Close()
+		return errors.New("listened on " + addr)
+	}
+	return err
 }
