@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -49,11 +50,17 @@ const maxMessageBytes = 32 << 20
 // conns are the gRPC connections to the targets, by address (the reference's SyncClientManager:
 // kept while their target is listed, closed when it no longer is).
 type conns struct {
-	mu sync.Mutex
-	m  map[string]*grpc.ClientConn
+	creds credentials.TransportCredentials
+	mu    sync.Mutex
+	m     map[string]*grpc.ClientConn
 }
 
-func newConns() *conns { return &conns{m: map[string]*grpc.ClientConn{}} }
+func newConns(creds credentials.TransportCredentials) *conns {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &conns{creds: creds, m: map[string]*grpc.ClientConn{}}
+}
 
 // client returns the PredictionService client of addr, connecting lazily.
 func (c *conns) client(addr string) (servingapis.PredictionServiceClient, error) {
@@ -62,7 +69,7 @@ func (c *conns) client(addr string) (servingapis.PredictionServiceClient, error)
 	if cc, ok := c.m[addr]; ok {
 		return servingapis.NewPredictionServiceClient(cc), nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxMessageBytes), grpc.MaxCallRecvMsgSize(maxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("sync target %s: %w", addr, err)

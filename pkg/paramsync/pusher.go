@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -69,6 +70,8 @@ type Config struct {
 	// Metrics, when set, count the pushes.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// Credentials secure the connections to the targets (pkg/tlsconfig); nil: plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // Pusher pushes a PS shard's updates to its serving replicas. Run pushes every interval;
@@ -136,7 +139,7 @@ func New(cfg Config) (*Pusher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	sub := cfg.Model + ":ps_" + strconv.Itoa(cfg.Shard)
-	return &Pusher{cfg: cfg, sub: sub, log: log.With("sub_graph", sub), conns: newConns(), lastErr: map[string]string{}, targets: map[string]*target{}}, nil
+	return &Pusher{cfg: cfg, sub: sub, log: log.With("sub_graph", sub), conns: newConns(cfg.Credentials), lastErr: map[string]string{}, targets: map[string]*target{}}, nil
 }
 
 // Close closes the connections to the targets.

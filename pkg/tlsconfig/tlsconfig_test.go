@@ -2,87 +2,20 @@ package tlsconfig
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/pkg/tlsconfig/tlstest"
 )
-
-// pki writes a CA and certificates it signs into a directory.
-type pki struct {
-	t      *testing.T
-	dir    string
-	caKey  *ecdsa.PrivateKey
-	caCert *x509.Certificate
-	CA     string // the CA's PEM file
-}
-
-func newPKI(t *testing.T, name string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := &pki{t: t, dir: t.TempDir(), caKey: key, caCert: cert}
-	p.CA = p.write(name+"-ca.pem", "CERTIFICATE", der)
-	return p
-}
-
-func (p *pki) write(name, kind string, der []byte) string {
-	p.t.Helper()
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		p.t.Fatal(err)
-	}
-	return path
-}
-
-// issue writes a certificate for 127.0.0.1 (server and client use) and its key.
-func (p *pki) issue(name string, serial int64) (cert, key string) {
-	p.t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &k.PublicKey, p.caKey)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return p.write(name+".pem", "CERTIFICATE", der), p.write(name+"-key.pem", "EC PRIVATE KEY", kder)
-}
 
 // serve starts a gRPC server (PredictionService, every method unimplemented: a call that reaches
 // it answers UNIMPLEMENTED) with f's credentials on loopback.
@@ -122,11 +55,11 @@ func call(t *testing.T, addr string, opt grpc.DialOption) error {
 
 func TestTLS(t *testing.T) {
 	leakcheck.Check(t)
-	ca := newPKI(t, "ours")
-	other := newPKI(t, "theirs")
-	srvCert, srvKey := ca.issue("server", 2)
-	cliCert, cliKey := ca.issue("client", 3)
-	strangerCert, strangerKey := other.issue("stranger", 4)
+	ca := tlstest.NewPKI(t, "ours")
+	other := tlstest.NewPKI(t, "theirs")
+	srvCert, srvKey := ca.Issue("server", 2)
+	cliCert, cliKey := ca.Issue("client", 3)
+	strangerCert, strangerKey := other.Issue("stranger", 4)
 
 	tlsAddr := serve(t, Files{Cert: srvCert, Key: srvKey})
 	mtlsAddr := serve(t, Files{Cert: srvCert, Key: srvKey, CA: ca.CA})
@@ -164,8 +97,8 @@ func TestTLS(t *testing.T) {
 }
 
 func TestBadFiles(t *testing.T) {
-	ca := newPKI(t, "ours")
-	cert, key := ca.issue("server", 2)
+	ca := tlstest.NewPKI(t, "ours")
+	cert, key := ca.Issue("server", 2)
 	for _, tc := range []struct {
 		name   string
 		f      Files

@@ -32,6 +32,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	tfframework "github.com/monolith-go/monolith/gen/pb/tensorflow/core/framework"
 	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
 	"github.com/monolith-go/monolith/pkg/errkind"
@@ -62,6 +64,8 @@ type Config struct {
 	// Metrics, when set, count the PS calls.
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// Credentials secure the connections to the PS replicas (pkg/tlsconfig); nil: plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // Loader loads entry versions; its connections to PS replicas are shared by them. Close it after
@@ -83,7 +87,7 @@ func NewLoader(cfg Config) *Loader {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loader{cfg: cfg, conns: newConns()}
+	return &Loader{cfg: cfg, conns: newConns(cfg.Credentials)}
 }
 
 // Close closes the connections to PS replicas.

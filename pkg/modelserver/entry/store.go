@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +25,7 @@ import (
 // conns are the connections to PS replicas, one per address, shared by the entry's versions.
 // Connections unused for connIdle are closed (replicas come and go with deployments).
 type conns struct {
+	creds     credentials.TransportCredentials
 	mu        sync.Mutex
 	m         map[string]*pooledConn
 	lastPrune time.Time
@@ -39,7 +41,12 @@ type pooledConn struct {
 // connIdle is how long a connection may stay unused before it is closed.
 const connIdle = 2 * time.Minute
 
-func newConns() *conns { return &conns{m: map[string]*pooledConn{}, lastPrune: time.Now()} }
+func newConns(creds credentials.TransportCredentials) *conns {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &conns{creds: creds, m: map[string]*pooledConn{}, lastPrune: time.Now()}
+}
 
 func (c *conns) get(addr string) (servingapis.PredictionServiceClient, error) {
 	c.mu.Lock()
@@ -59,7 +66,7 @@ func (c *conns) get(addr string) (servingapis.PredictionServiceClient, error) {
 	}
 	pc, ok := c.m[addr]
 	if !ok {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(modelserver.MaxMessageBytes), grpc.MaxCallSendMsgSize(modelserver.MaxMessageBytes)))
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "PS replica %s: %v", addr, err)
