@@ -14,9 +14,11 @@
 // <sync_model_name>:ps_<index>, from --sync_targets or the HeartBeat of the agent at
 // --sync_agent_addr, and once more when it stops.
 //
-// Exit status: 0 after a stop by SIGTERM or SIGINT (the calls in flight get --grace_period to
-// finish), 2 for a bad command line or table config, 1 for a failure at run time (the port taken,
-// the discovery unreachable).
+// Exit status: 0 after a stop by SIGTERM or SIGINT (the short calls in flight get --grace_period to
+// finish; a Save, Restore or Barrier/AllReduce wait in flight is cut short at once, UNAVAILABLE, a
+// Save leaving no files, so that the process stops within a second even then), 2 for a bad command
+// line or table config (every size in it has a bound: pkg/ps's package doc lists them), 1 for a
+// failure at run time (the port taken, the discovery unreachable).
 package main
 
 import (

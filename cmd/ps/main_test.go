@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pspb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/ps"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/discovery"
@@ -343,5 +347,88 @@ func TestSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `msg="parameter server stopping" index=0 cause="terminated signal received"`) {
 		t.Errorf("stderr:\n%s", stderr.String())
+	}
+}
+
+// TestSIGTERMDuringSave: SIGTERM while a Save is writing a large table stops the process within
+// 1 s (not after --grace_period): the Save is cut short, UNAVAILABLE, and leaves no files.
+func TestSIGTERMDuringSave(t *testing.T) {
+	const bigTable = `
+tables {
+  name: "big"
+  config { entry_config { segments { dim_size: 8 init_config { zeros {} } opt_config { sgd { learning_rate: 0.5 } } } } }
+  filter { type: SLIDING_HASH capacity: 1000000 occurrence_threshold { default_occurrence_threshold: 0 } }
+}
+`
+	cmd := exec.Command(os.Args[0], "--table_config="+writeFile(t, "tables.txt", bigTable), "--status_addr=", "--grace_period=10s")
+	cmd.Env = append(os.Environ(), "PS_TEST_RUN_MAIN=1")
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`^ps 0 of 1 serving on (\S+) `).FindStringSubmatch(line)
+	if err != nil || m == nil {
+		t.Fatalf("first line %q, %v; stderr:\n%s", line, err, stderr.String())
+	}
+	c, err := ps.Dial(m[1], ps.ClientConfig{CallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	const n, batch = 300000, 100000
+	for start := 0; start < n; start += batch {
+		ids := make([]int64, batch)
+		for i := range ids {
+			ids[i] = int64(start + i)
+		}
+		if err := c.ApplyGradients(ctx, "big", 8, ids, make([]float32, 8*batch), ps.Update{GlobalStep: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	saved := make(chan error, 1)
+	go func() {
+		_, err := c.RPC().Save(ctx, &pspb.SaveRequest{Dir: dir, ShardsPerTable: ps.MaxShardsPerTable})
+		saved <- err
+	}()
+	files := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "big", "*"))
+		return m
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(files()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Save wrote nothing in 10 s; stderr:\n%s", stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGTERM; stderr:\n%s", stderr.String())
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the process stopped %v after SIGTERM during a Save, want under 1 s", took)
+	}
+	if err := <-saved; status.Code(err) != codes.Unavailable {
+		t.Errorf("the Save cut short: %v, want UNAVAILABLE", err)
+	}
+	if left := files(); len(left) != 0 {
+		t.Errorf("the Save cut short left %d files: %v ...", len(left), left[:min(len(left), 3)])
 	}
 }

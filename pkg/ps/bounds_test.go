@@ -216,14 +216,16 @@ func dumpFiles(t *testing.T, dir string) []string {
 }
 
 // TestSaveDeadline: a Save whose deadline passes stops writing at once and leaves no files, not
-// a dump that looks complete.
+// a dump that looks complete. Its shards hold fewer than 1024 entries each (every stripe's are
+// fewer), and most none: a Save that looked at its deadline only every 1024 entries of a shard
+// wrote them all.
 func TestSaveDeadline(t *testing.T) {
 	leakcheck.Check(t)
 	srv := startServers(t, 1, Config{Tables: []*pspb.TableConfig{sgdTable("big", 8, 0.1)}})[0]
 	c := dial(t, srv.Addr(), ClientConfig{})
-	bigTable(t, c, 300000)
+	bigTable(t, c, 50000)
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := srv.Server.Save(ctx, &pspb.SaveRequest{Dir: dir, ShardsPerTable: MaxShardsPerTable})
 	late := -time.Until(must(ctx.Deadline()))
@@ -299,5 +301,28 @@ func TestStopDuringLongCalls(t *testing.T) {
 	}
 	if files := dumpFiles(t, dir); len(files) != 0 {
 		t.Fatalf("the Save cut short by the stop left %d files: %v ...", len(files), files[:min(len(files), 5)])
+	}
+}
+
+// TestRestoreDeadline: a Restore whose deadline passes stops reading at once, saying the table is
+// partly restored.
+func TestRestoreDeadline(t *testing.T) {
+	leakcheck.Check(t)
+	srv := startServers(t, 1, Config{Tables: []*pspb.TableConfig{sgdTable("big", 8, 0.1)}})[0]
+	c := dial(t, srv.Addr(), ClientConfig{})
+	bigTable(t, c, 150000)
+	dir := t.TempDir()
+	if _, err := srv.Server.Save(context.Background(), &pspb.SaveRequest{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := srv.Server.Restore(ctx, &pspb.RestoreRequest{Dir: dir})
+	late := -time.Until(must(ctx.Deadline()))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), `restore table big (partly restored)`) {
+		t.Fatalf("Restore = %v, want DEADLINE_EXCEEDED saying the table is partly restored", err)
+	}
+	if late > 500*time.Millisecond {
+		t.Errorf("Restore returned %v after its deadline", late)
 	}
 }
