@@ -31,6 +31,9 @@ type Metrics struct {
 	zkConnected   prometheus.Gauge
 	zkWatchEvents *prometheus.CounterVec
 	models        *prometheus.GaugeVec
+	failedLoads   *prometheus.GaugeVec
+	loadFailures  *prometheus.CounterVec
+	restarts      *prometheus.CounterVec
 	mmCounters    *prometheus.CounterVec
 	mmStores      *prometheus.GaugeVec
 	copySeconds   *prometheus.HistogramVec
@@ -63,6 +66,12 @@ func NewMetrics() *Metrics {
 			[]string{"kind", "event"}),
 		models: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "tfs_models",
 			Help: "Models in TF Serving's config, by state of their newest available (else newest) version, as last read."}, []string{"state"}),
+		failedLoads: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "tfs_failed_loads",
+			Help: "Versions TF Serving reports failed to load (END with an error), by model, as last read."}, []string{"model"}),
+		loadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tfs_load_failures_total",
+			Help: "Failed loads of a version seen in TF Serving's model status, by model (each failure once)."}, []string{"model"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tfs_restarts_total",
+			Help: "Restarts of TF Serving after its process exited, by result (ok: a new process runs, error: it could not be started)."}, []string{"result"}),
 		mmCounters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "model_manager_events_total",
 			Help: "The model manager's counters (loop_once_failed), by name and model."}, []string{"name", "model"}),
 		copySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "model_copy_duration_seconds",
@@ -76,7 +85,7 @@ func NewMetrics() *Metrics {
 	m.rpcs = promstatus.NewRPCMetrics(m.reg, Namespace, "AgentService",
 		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1})
 	m.reg.MustRegister(m.reloads, m.reloadSeconds, m.layouts, m.skipped, m.syncs, m.reports,
-		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.mmCounters, m.mmStores, m.copySeconds, m.copyBytes)
+		m.zkStates, m.zkConnected, m.zkWatchEvents, m.models, m.failedLoads, m.loadFailures, m.restarts, m.mmCounters, m.mmStores, m.copySeconds, m.copyBytes)
 	return m
 }
 
@@ -167,6 +176,35 @@ func (m *Metrics) SetModelStates(counts map[string]int) {
 	for st, n := range counts {
 		m.models.WithLabelValues(st).Set(float64(n))
 	}
+}
+
+// SetFailedLoads sets the tfs_failed_loads gauge from a count of failed versions per model;
+// models not in counts drop out.
+func (m *Metrics) SetFailedLoads(counts map[string]int) {
+	if m == nil {
+		return
+	}
+	m.failedLoads.Reset()
+	for model, n := range counts {
+		m.failedLoads.WithLabelValues(model).Set(float64(n))
+	}
+}
+
+// LoadFailure counts one failed load of a version of model, when it is first seen.
+func (m *Metrics) LoadFailure(model string) {
+	if m == nil {
+		return
+	}
+	m.loadFailures.WithLabelValues(model).Inc()
+}
+
+// TFSRestart counts one restart of TF Serving: err is why no process could be started (nil: one
+// runs).
+func (m *Metrics) TFSRestart(err error) {
+	if m == nil {
+		return
+	}
+	m.restarts.WithLabelValues(result(err)).Inc()
 }
 
 // TrackZK counts c's connection state changes and sets zk_connected from now on; the returned

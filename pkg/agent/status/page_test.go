@@ -33,6 +33,12 @@ func TestPage(t *testing.T) {
 		Bound:      []string{"m:entry"},
 		Bindings:   map[string]map[string][]string{"m": {"ps_0": {"h:2"}, "entry": {"h:1", "h:3"}}},
 		LastReload: &ReloadSummary{At: started, Models: 2, Attempts: 3, Error: "tfs reload: unavailable"},
+		FailedLoads: []FailedLoad{
+			{Model: "m:entry", Version: 3, ErrorCode: "INVALID_ARGUMENT", ErrorMessage: "export manifest /models/m/entry/3/model.json: <EOF>", ServingVersion: 2},
+			{Model: "m:ps_2", Version: 7, ErrorCode: "NOT_FOUND", ErrorMessage: "no shard.json"},
+		},
+		TFS: &TFSSummary{Restart: true, Running: false, Restarts: 2, RestartFailures: 1, LastExit: "exited with code -1 (killed)",
+			LastExitAt: started, NextRestartAt: started.Add(4 * time.Second)},
 	}
 	src := &readySource{fakeSource: fakeSource{rep: rep}, reasons: []string{"zookeeper: SUSPENDED"}}
 	ring := NewErrorRing(5)
@@ -61,6 +67,12 @@ func TestPage(t *testing.T) {
 		`after 3 attempt(s), 2 model(s)`, `<td id="reload-error" class="err">tfs reload: unavailable</td>`,
 		`(newest 2 of 2)`, `<tr class="recent-error" data-level="ERROR">`, `second &lt;b&gt;`, `err=x`,
 		`since 2025-01-02 03:04:05Z`,
+		`<tr class="failed-load" data-model="m:entry" data-version="3" data-serving="2" data-code="INVALID_ARGUMENT">`,
+		`<td>version 2</td>`, `INVALID_ARGUMENT: export manifest /models/m/entry/3/model.json: &lt;EOF&gt;`,
+		`<tr class="failed-load" data-model="m:ps_2" data-version="7" data-serving="0" data-code="NOT_FOUND">`,
+		`<td><span class="badge bad">nothing</span></td>`,
+		`<td id="tfs" data-running="false" data-restarts="2">`, `2 restart(s), 1 failed`,
+		`last exit: exited with code -1 (killed)`, `restart due 2025-01-02 03:04:09Z`,
 		`<meta http-equiv="refresh" content="3">`, `<body data-refresh-ms="3000" data-refreshes="0">`,
 	} {
 		if !strings.Contains(page, want) {

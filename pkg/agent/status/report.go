@@ -3,11 +3,14 @@
 //	/          an HTML page for on-call humans: the Report and the readiness, refreshing itself
 //	/healthz   200 "ok" while the agent serves, 503 and the reason otherwise (a liveness probe)
 //	/readyz    200 when the agent can serve (ZooKeeper connected, layout applied, TF Serving
-//	           answering), 503 otherwise; a JSON Readiness either way (a readiness probe)
+//	           answering, and for agent v3 every saved model the layout's filters pass with an
+//	           AVAILABLE version), 503 otherwise; a JSON Readiness either way (a readiness probe)
 //	/status    the agent's state as JSON (Report): its config and build, ZooKeeper connection,
-//	           layout, the models in TF Serving with their states, the bindings, recent errors
+//	           layout, the models in TF Serving with their states and failed loads, TF Serving's
+//	           restarts, the bindings, recent errors
 //	/metrics   Prometheus text format: AgentService RPC counts and latency, TF Serving reloads,
-//	           layout updates, binding syncs, ZooKeeper state changes and watch events, build info
+//	           failed loads and restarts, layout updates, binding syncs, ZooKeeper state changes
+//	           and watch events, build info
 //	/debug/pprof/, /debug/vars   Go's profiles and expvar, as every Go server serves them
 //
 // The reference has no such endpoint; it is an addition of the port.
@@ -32,6 +35,11 @@ type Report struct {
 	Models []ModelStatus `json:"models"`
 	// ModelsError says why Models could not be read ("" when they were).
 	ModelsError string `json:"models_error,omitempty"`
+	// FailedLoads are the versions TF Serving reports failed to load (END with an error), by
+	// model, newest first; the model may serve an older version meanwhile (ServingVersion).
+	FailedLoads []FailedLoad `json:"failed_loads,omitempty"`
+	// TFS is TF Serving's process as the agent runs it: its exits and restarts.
+	TFS *TFSSummary `json:"tfs,omitempty"`
 	// Bound are the saved models ("model:sub_graph") this container advertises as served.
 	Bound []string `json:"bound"`
 	// Bindings: model -> sub graph -> the addresses of the containers bound to it (the
@@ -149,6 +157,35 @@ type ModelStatus struct {
 	State        string `json:"state"`
 	ErrorCode    string `json:"error_code,omitempty"`
 	ErrorMessage string `json:"error_message,omitempty"`
+}
+
+// FailedLoad is a model version TF Serving failed to load.
+type FailedLoad struct {
+	Model        string `json:"model"`
+	Version      int64  `json:"version"`
+	ErrorCode    string `json:"error_code"`
+	ErrorMessage string `json:"error_message"`
+	// ServingVersion is the version the model serves instead (its newest AVAILABLE one), 0 when
+	// it serves none.
+	ServingVersion int64 `json:"serving_version,omitempty"`
+}
+
+// TFSSummary is TF Serving's process: whether the agent restarts it when it exits, how often it
+// did, and the last exit.
+type TFSSummary struct {
+	// Restart says whether the agent restarts TF Serving when it exits (else it stops).
+	Restart bool `json:"restart"`
+	// Running is false between an exit and the restart.
+	Running bool `json:"running"`
+	// Restarts counts the processes started after one exited; RestartFailures the attempts that
+	// failed to start one.
+	Restarts        int `json:"restarts"`
+	RestartFailures int `json:"restart_failures,omitempty"`
+	// LastExit says how the last process that exited ended ("" when none did), at LastExitAt.
+	LastExit   string    `json:"last_exit,omitempty"`
+	LastExitAt time.Time `json:"last_exit_at,omitzero"`
+	// NextRestartAt is when the next restart is due while one is pending.
+	NextRestartAt time.Time `json:"next_restart_at,omitzero"`
 }
 
 // ReloadSummary is the outcome of the last reload sent to TF Serving.
