@@ -70,6 +70,10 @@ const (
 	// DefaultLatestOnceRecheckInterval is how often a latest_once saved model without a version
 	// yet is looked for again.
 	DefaultLatestOnceRecheckInterval = 5 * time.Second
+	// DefaultTFSRestartBackoff and DefaultTFSRestartBackoffMax bound the wait before restarting
+	// TF Serving after its process exited (Options.TFSRestart).
+	DefaultTFSRestartBackoff    = time.Second
+	DefaultTFSRestartBackoffMax = 30 * time.Second
 	// EmptyModelConfig is the config file's content before the first layout: no model
 	// (gen_empty_model_config_file).
 	EmptyModelConfig = "model_config_list {}"
@@ -121,6 +125,18 @@ type Options struct {
 	// saved model has no version under its base path yet (only such models' directories are
 	// listed again; the rest is unchanged).
 	LatestOnceRecheckInterval time.Duration
+	// TFSRestart restarts TF Serving when its process exits (kill -9, a crash) instead of
+	// stopping the agent (the reference's wait_for_termination, and the default here): a new
+	// process (Options.TFS again, or tfs.NewWrapper) reads the model config file, the current
+	// config is sent to it again, and the bindings stay (their containers keep serving HeartBeat)
+	// until the restarted TF Serving reports the models again. The first restart waits
+	// TFSRestartBackoff, each following one twice as long up to TFSRestartBackoffMax, and once a
+	// process has run for TFSRestartBackoffMax the next waits TFSRestartBackoff again. Restarts
+	// are counted in Status (Report.TFS) and the metrics (tfs_restarts_total); while one is
+	// pending the agent is not ready (Ready), but still healthy (Healthy: the agent is doing its
+	// job). TF Serving's log of the process that exited is kept as TFSLog+".prev".
+	TFSRestart                              bool
+	TFSRestartBackoff, TFSRestartBackoffMax time.Duration
 	// ZKSessionTimeout is the ZooKeeper session timeout asked for (0: zkreal's default);
 	// ZKConnectTimeout bounds the first connect (0: zkreal's default, negative: no bound).
 	ZKSessionTimeout, ZKConnectTimeout time.Duration
@@ -147,6 +163,9 @@ func (o *Options) defaults() {
 	set(&o.ReloadBackoffMax, DefaultReloadBackoffMax)
 	set(&o.CallTimeout, DefaultCallTimeout)
 	set(&o.LatestOnceRecheckInterval, DefaultLatestOnceRecheckInterval)
+	set(&o.TFSRestartBackoff, DefaultTFSRestartBackoff)
+	set(&o.TFSRestartBackoffMax, DefaultTFSRestartBackoffMax)
+	o.TFSRestartBackoffMax = max(o.TFSRestartBackoffMax, o.TFSRestartBackoff)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -164,8 +183,18 @@ type Agent struct {
 	info       backend.ContainerServiceInfo
 	addrs      map[string]string // the service info's addresses, for the status
 	configFile string
-	proc       tfs.Process
 	reloader   *reloader // nil: no reload RPC
+	// newTFS makes a TF Serving process (restart: one replacing a process that exited).
+	newTFS func(restart bool) (tfs.Process, error)
+
+	// procMu guards the process, which a restart replaces, and its summary.
+	procMu  sync.Mutex
+	proc    tfs.Process
+	tfsInfo agentstatus.TFSSummary
+
+	// failMu guards the failed loads already logged (noteFailures).
+	failMu   sync.Mutex
+	failures map[failureKey]bool
 
 	syncMu   sync.Mutex    // one sync at a time: a status read and its binding write are one step
 	syncWake chan struct{} // a layout change: sync now
@@ -319,9 +348,16 @@ func writeEmptyConfig(dir string) (string, error) {
 func (a *Agent) prepareTFS() error {
 	o := a.opts
 	if o.TFS != nil {
-		p, err := o.TFS(a.configFile)
+		a.newTFS = func(bool) (tfs.Process, error) {
+			p, err := o.TFS(a.configFile)
+			if err != nil {
+				return nil, fmt.Errorf("agent v3: tf serving: %w", err)
+			}
+			return p, nil
+		}
+		p, err := a.newTFS(false)
 		if err != nil {
-			return fmt.Errorf("agent v3: tf serving: %w", err)
+			return err
 		}
 		a.proc = p
 		if o.Reloader != nil {
@@ -341,20 +377,35 @@ func (a *Agent) prepareTFS() error {
 	}
 	a.log.Info("tf serving", "binary", bin, "dir", dir, "dir_from", source)
 	env := func(k string) string { v, _ := a.conf.LookupEnv(k); return v }
-	w, err := tfs.NewWrapper(tfs.WrapperConfig{
-		Binary: bin, ArchonPort: *a.conf.TFSPortArchon, GRPCPort: *a.conf.TFSPortGRPC, HTTPPort: *a.conf.TFSPortHTTP,
-		ModelConfigFile: a.configFile, TFS: a.conf.TfServingConfig, FetchPSTimeoutMs: a.conf.FetchPSTimeoutMs,
-		LogFile: o.TFSLog, Dir: dir, PSM: env("TCE_PSM"), Cluster: env("TCE_CLUSTER"),
-		Env: tfsEnv(os.Environ(), *a.conf.AgentPort),
-	})
-	if err != nil {
-		return fmt.Errorf("agent v3: %w", err)
+	a.newTFS = func(restart bool) (tfs.Process, error) {
+		if restart {
+			keepPreviousLog(o.TFSLog, a.log)
+		}
+		w, err := tfs.NewWrapper(tfs.WrapperConfig{
+			Binary: bin, ArchonPort: *a.conf.TFSPortArchon, GRPCPort: *a.conf.TFSPortGRPC, HTTPPort: *a.conf.TFSPortHTTP,
+			ModelConfigFile: a.configFile, TFS: a.conf.TfServingConfig, FetchPSTimeoutMs: a.conf.FetchPSTimeoutMs,
+			LogFile: o.TFSLog, Dir: dir, PSM: env("TCE_PSM"), Cluster: env("TCE_CLUSTER"),
+			Env: tfsEnv(os.Environ(), *a.conf.AgentPort),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent v3: %w", err)
+		}
+		p, err := newWrapperTFS(w, *a.conf.TFSPortGRPC)
+		if err != nil {
+			return nil, fmt.Errorf("agent v3: %w", err)
+		}
+		return p, nil
 	}
-	a.proc = w
+	p, err := a.newTFS(false)
+	if err != nil {
+		return err
+	}
+	a.proc = p
 	r := o.Reloader
 	if r == nil {
 		gr, err := DialReloader(fmt.Sprintf("localhost:%d", *a.conf.TFSPortGRPC))
 		if err != nil {
+			p.Stop(0) // nothing runs yet: this closes its status channel
 			return fmt.Errorf("agent v3: %w", err)
 		}
 		r = gr
@@ -387,8 +438,12 @@ func (a *Agent) Container() backend.Container { return a.container }
 // ServiceInfo is what the agent reports for its container.
 func (a *Agent) ServiceInfo() backend.ContainerServiceInfo { return a.info }
 
-// TFS is the TF Serving process.
-func (a *Agent) TFS() tfs.Process { return a.proc }
+// TFS is the TF Serving process (a new one after each restart).
+func (a *Agent) TFS() tfs.Process {
+	a.procMu.Lock()
+	defer a.procMu.Unlock()
+	return a.proc
+}
 
 // Backend is the agent's ZooKeeper backend (nil before Start).
 func (a *Agent) Backend() *backend.ZKBackend {
@@ -435,9 +490,12 @@ func (a *Agent) Start(ctx context.Context) error {
 }
 
 func (a *Agent) start(ctx context.Context) error {
-	if err := a.proc.Start(ctx); err != nil {
+	if err := a.TFS().Start(ctx); err != nil {
 		return fmt.Errorf("agent v3: start tf serving: %w", err)
 	}
+	a.procMu.Lock()
+	a.tfsInfo.Running, a.tfsInfo.Restart = true, a.opts.TFSRestart
+	a.procMu.Unlock()
 	raw, owns := a.opts.ZK, false
 	if raw == nil {
 		c, err := a.connectZK(ctx)
@@ -485,6 +543,10 @@ func (a *Agent) start(ctx context.Context) error {
 	a.every(bg, a.opts.LatestOnceRecheckInterval, func(context.Context) { a.recheckLatestOnce() })
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.syncLoop(bg) }()
+	if a.opts.TFSRestart {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.superviseTFS(bg) }()
+	}
 	if err := be.RegisterLayoutCallback(ctx, a.layoutPath, a.LayoutUpdate); err != nil {
 		return fmt.Errorf("agent v3: layout %s: %w", a.layoutPath, err)
 	}
@@ -587,7 +649,12 @@ func (a *Agent) sync(ctx context.Context) (pending bool, err error) {
 	defer a.syncMu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
 	defer cancel()
-	statuses, err := a.proc.ListSavedModelsStatus(cctx)
+	proc := a.TFS()
+	if exited, _ := proc.Exited(); exited && a.opts.TFSRestart {
+		// Restarting it (superviseTFS says so): the bindings stay until it answers again.
+		return true, errkind.New(errkind.Runtime, "agent v3: sync: tf serving exited; restarting it")
+	}
+	versions, err := modelVersions(cctx, proc)
 	if err != nil {
 		err = fmt.Errorf("agent v3: sync: tf serving status: %w", err)
 		a.metrics.Sync(err)
@@ -596,6 +663,8 @@ func (a *Agent) sync(ctx context.Context) (pending bool, err error) {
 		}
 		return true, err
 	}
+	a.noteFailures(failedLoads(versions))
+	statuses := newestAvailable(versions)
 	a.metrics.SetModelStates(countStates(statuses))
 	var models []backend.SavedModel
 	for name, st := range statuses {
@@ -659,7 +728,7 @@ func (a *Agent) eachBinding(fn func(model, sub string, addrs []string)) {
 		return
 	}
 	useGRPC := false
-	if r, ok := a.proc.(interface{ GRPCRemoteOp() bool }); ok {
+	if r, ok := a.TFS().(interface{ GRPCRemoteOp() bool }); ok {
 		useGRPC = r.GRPCRemoteOp()
 	}
 	for model, subs := range be.ServiceMap() {
@@ -679,11 +748,11 @@ func (a *Agent) eachBinding(fn func(model, sub string, addrs []string)) {
 	}
 }
 
-// exitChan returns a channel closed when TF Serving exits: the process's own when it has one
-// (tfs.Wrapper.Done), else one fed by polling Exited every PollInterval until ctx ends; wait
-// returns once the poller (if any) has.
-func (a *Agent) exitChan(ctx context.Context) (exited <-chan struct{}, wait func()) {
-	if d, ok := a.proc.(interface{ Done() <-chan struct{} }); ok {
+// exitChan returns a channel closed when the TF Serving process proc exits: the process's own
+// when it has one (tfs.Wrapper.Done), else one fed by polling Exited every PollInterval until ctx
+// ends; wait returns once the poller (if any) has.
+func (a *Agent) exitChan(ctx context.Context, proc tfs.Process) (exited <-chan struct{}, wait func()) {
+	if d, ok := proc.(interface{ Done() <-chan struct{} }); ok {
 		if ch := d.Done(); ch != nil {
 			return ch, func() {}
 		}
@@ -694,7 +763,7 @@ func (a *Agent) exitChan(ctx context.Context) (exited <-chan struct{}, wait func
 		t := time.NewTicker(a.opts.PollInterval)
 		defer t.Stop()
 		for {
-			if exited, _ := a.proc.Exited(); exited {
+			if exited, _ := proc.Exited(); exited {
 				close(ch)
 				return
 			}
@@ -709,8 +778,8 @@ func (a *Agent) exitChan(ctx context.Context) (exited <-chan struct{}, wait func
 }
 
 // WaitForTermination blocks until ctx ends (the process was told to stop: nil), Stop is called
-// (nil) or TF Serving exits (a Runtime error with its exit code), then stops the agent
-// (wait_for_termination).
+// (nil) or, unless Options.TFSRestart restarts it, TF Serving exits (a Runtime error with its exit
+// code), then stops the agent (wait_for_termination).
 func (a *Agent) WaitForTermination(ctx context.Context) error {
 	a.mu.Lock()
 	started := a.started
@@ -719,14 +788,19 @@ func (a *Agent) WaitForTermination(ctx context.Context) error {
 		return errkind.New(errkind.Runtime, "agent v3: not started")
 	}
 	pollCtx, cancel := context.WithCancel(ctx)
-	exited, waitPoller := a.exitChan(pollCtx)
+	var exited <-chan struct{} // nil: never (superviseTFS restarts it)
+	waitPoller := func() {}
+	proc := a.TFS()
+	if !a.opts.TFSRestart {
+		exited, waitPoller = a.exitChan(pollCtx, proc)
+	}
 	var reason error
 	select {
 	case <-ctx.Done():
 		a.log.Info("agent v3 stopping", "reason", context.Cause(ctx))
 	case <-a.stopping:
 	case <-exited:
-		_, code := a.proc.Exited()
+		_, code := proc.Exited()
 		reason = errkind.New(errkind.Runtime, "agent v3: tf serving exited with code %d", code)
 		a.log.Error("tf serving exited, stopping", "code", code)
 	}
@@ -786,7 +860,7 @@ func (a *Agent) stop(ctx context.Context) error {
 		}
 	}
 	if started {
-		if err := a.proc.Stop(a.opts.TFSStopGrace); err != nil {
+		if err := a.TFS().Stop(a.opts.TFSStopGrace); err != nil {
 			errs = append(errs, fmt.Errorf("agent v3: stop tf serving: %w", err))
 		}
 	}

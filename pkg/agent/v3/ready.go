@@ -11,9 +11,12 @@ import (
 var _ agentstatus.Readier = (*Agent)(nil)
 
 // Ready implements agentstatus.Readier (/readyz): the agent can serve when it is live (Healthy),
-// its ZooKeeper session is connected, its layout has arrived and was applied, TF Serving accepted
-// the model server config made from it (when the agent sends configs), and TF Serving answers a
-// model status call now, within ctx. It returns every condition that fails.
+// its ZooKeeper session is connected, its layout has arrived and was applied, TF Serving runs (not
+// restarting), accepted the model server config made from it (when the agent sends configs) and
+// answers a model status call now, within ctx, and every saved model of the layout that the
+// filters passed has an AVAILABLE version (one whose versions are loading, failed to load, or that
+// is not in TF Serving's config at all, is a reason naming its versions' states and errors). It
+// returns every condition that fails.
 func (a *Agent) Ready(ctx context.Context) []string {
 	if err := a.Healthy(); err != nil {
 		return []string{err.Error()}
@@ -21,7 +24,9 @@ func (a *Agent) Ready(ctx context.Context) []string {
 	var reasons []string
 	a.mu.Lock()
 	client, layout := a.client, a.layout
+	entries := append([]agentstatus.LayoutEntry(nil), a.layout.Entries...)
 	a.mu.Unlock()
+	proc := a.TFS()
 
 	switch {
 	case client == nil:
@@ -35,11 +40,18 @@ func (a *Agent) Ready(ctx context.Context) []string {
 	case layout.Error != "":
 		reasons = append(reasons, fmt.Sprintf("layout %s: not applied: %s", layout.Path, layout.Error))
 	}
+	if r := a.restartPending(proc); r != "" {
+		return append(reasons, r)
+	}
 	if r := a.reloader.notApplied(); r != "" {
 		reasons = append(reasons, r)
 	}
-	if _, err := a.proc.ListSavedModelsStatus(ctx); err != nil {
-		reasons = append(reasons, fmt.Sprintf("tf serving: model status: %v", err))
+	versions, err := modelVersions(ctx, proc)
+	if err != nil {
+		return append(reasons, fmt.Sprintf("tf serving: model status: %v", err))
+	}
+	if layout.Error == "" {
+		reasons = append(reasons, unavailable(entries, versions)...)
 	}
 	return reasons
 }

@@ -34,7 +34,8 @@ func (s *statusFailingTFS) ListSavedModelsStatus(ctx context.Context) (map[strin
 }
 
 // TestReady: /readyz of agent v3 in each state it can be in: ready only with ZooKeeper connected,
-// the layout applied and accepted by TF Serving, and TF Serving answering.
+// the layout applied and accepted by TF Serving, TF Serving answering, and every saved model the
+// filters pass served (TestFailedLoadsReported: one with no AVAILABLE version).
 func TestReady(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -59,6 +60,11 @@ func TestReady(t *testing.T) {
 				publish(t, a.opts.ZK, "m", "ps_0") // the filter fails on ps_0
 				settle(t, a)
 			}, want: []string{"layout /gip/layout: not applied: ", "integer division or modulo by zero"}},
+		{name: "a saved model the filters pass is skipped", act: func(t *testing.T, a *Agent, _ *statusFailingTFS) {
+			declare(t, a.opts.ZK, "n", ptr("lastest"), "entry") // a bad deploy config: not served
+			publish(t, a.opts.ZK, "n", "entry")
+			settle(t, a)
+		}, want: []string{`saved model n:entry: not in TF Serving's config: saved model n:entry (/gip/saved_models/n/entry): version_policy "lastest"`}},
 		{name: "tf serving status fails", act: func(_ *testing.T, _ *Agent, proc *statusFailingTFS) { proc.fail.Store(true) },
 			want: []string{"tf serving: model status: connection refused"}},
 		{name: "tf serving refuses the config", reloadFails: true, act: func(*testing.T, *Agent, *statusFailingTFS) {},

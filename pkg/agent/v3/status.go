@@ -12,7 +12,8 @@ import (
 var _ agentstatus.Source = (*Agent)(nil)
 
 // Status implements agentstatus.Source: the configuration, the ZooKeeper connection, the layout,
-// TF Serving's models with their states (read now, within ctx), the bindings and the last reload.
+// TF Serving's models with their states and the versions that failed to load (read now, within
+// ctx), TF Serving's process (its restarts), the bindings and the last reload.
 func (a *Agent) Status(ctx context.Context) agentstatus.Report {
 	r := agentstatus.NewReport(a.conf, a.opts.ConfPath, a.opts.TFSLog, "NOT_STARTED")
 	r.Agent.Container, r.Agent.ModelConfigFile, r.Agent.Addresses = a.container.String(), a.configFile, a.addrs
@@ -35,11 +36,16 @@ func (a *Agent) Status(ctx context.Context) agentstatus.Report {
 	if a.reloader != nil {
 		r.LastReload = a.reloader.summary()
 	}
+	r.TFS = a.tfsSummary()
 	if r.Agent.Running {
-		if statuses, err := a.proc.ListSavedModelsStatus(ctx); err != nil {
+		proc := a.TFS()
+		if msg := a.restartPending(proc); msg != "" {
+			r.ModelsError = msg
+		} else if versions, err := modelVersions(ctx, proc); err != nil {
 			r.ModelsError = err.Error()
 		} else {
-			for name, st := range statuses {
+			r.FailedLoads = failedLoads(versions)
+			for name, st := range newestAvailable(versions) {
 				m := agentstatus.ModelStatus{Name: name, Version: st.GetVersion(), State: st.GetState().String()}
 				if code := st.GetStatus().GetErrorCode(); code != tfprotobuf.Code_OK {
 					m.ErrorCode, m.ErrorMessage = code.String(), st.GetStatus().GetErrorMessage()
@@ -58,7 +64,8 @@ func (a *Agent) Status(ctx context.Context) agentstatus.Report {
 	return r
 }
 
-// Healthy implements agentstatus.Source: nil while started, not stopped, and TF Serving runs.
+// Healthy implements agentstatus.Source: nil while started, not stopped, and TF Serving runs, or
+// exited and is being restarted (Options.TFSRestart: the agent is doing its job; Ready says so).
 func (a *Agent) Healthy() error {
 	a.mu.Lock()
 	started, stopped := a.started, a.stopped
@@ -69,7 +76,7 @@ func (a *Agent) Healthy() error {
 	case stopped:
 		return errkind.New(errkind.Runtime, "agent v3 stopped")
 	}
-	if exited, code := a.proc.Exited(); exited {
+	if exited, code := a.TFS().Exited(); exited && !a.opts.TFSRestart {
 		return errkind.New(errkind.Runtime, "tf serving exited with code %d", code)
 	}
 	return nil

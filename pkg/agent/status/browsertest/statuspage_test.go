@@ -12,15 +12,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	tfprotobuf "github.com/monolith-go/monolith/gen/pb/tensorflow/core/protobuf"
+	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	utilsspec "github.com/monolith-go/monolith/gen/spec/agent_service/utils"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
 	"github.com/monolith-go/monolith/pkg/agent/v3/inproc"
 	"github.com/monolith-go/monolith/pkg/agentconf"
+	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/tfs"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkfake"
@@ -36,6 +40,41 @@ type demo struct {
 	agent *agentv3.Agent
 	ctl   zk.Client
 	url   string
+	tfs   *failingTFS
+}
+
+// failingTFS is the in-process fake TF Serving with versions that failed to load added to what
+// it reports (the fake loads every version): the model server reports a corrupt export so.
+type failingTFS struct {
+	*inproc.TFS
+	mu sync.Mutex
+	// failed: model -> its version statuses instead of the fake's (nil: the fake's).
+	failed map[string][]*servingapis.ModelVersionStatus
+}
+
+func (f *failingTFS) ListModelVersions(ctx context.Context) (map[string][]*servingapis.ModelVersionStatus, error) {
+	out, err := f.TFS.ListModelVersions(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, list := range f.failed {
+		if _, ok := out[name]; ok && err == nil {
+			out[name] = list
+		}
+	}
+	return out, err
+}
+
+func (f *failingTFS) setFailed(failed map[string][]*servingapis.ModelVersionStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed = failed
+}
+
+// failedVersion is the status of a version whose export is corrupt, as the model server reports
+// it.
+func failedVersion(model string, v int64) *servingapis.ModelVersionStatus {
+	msg := fmt.Sprintf("load %s version %d from /models/%s/%d: export manifest /models/%[3]s/%[2]d/model.json: unexpected EOF", model, v, strings.ReplaceAll(model, ":", "/"), v)
+	return modelconfig.VersionStatus(v, servingapis.ModelVersionStatus_END, tfprotobuf.Code_INVALID_ARGUMENT, &msg)
 }
 
 func startDemo(t *testing.T, ctx context.Context) *demo {
@@ -63,10 +102,12 @@ func startDemo(t *testing.T, ctx context.Context) *demo {
 		t.Fatal(err)
 	}
 	m := agentstatus.NewMetrics()
+	proc := &failingTFS{}
 	a, err := agentv3.New(conf, agentv3.Options{
 		ZK: agentZK, Host: "127.0.0.1", ModelConfigDir: t.TempDir(), Metrics: m, Logger: log, Reloader: reloader,
 		TFS: func(file string) (tfs.Process, error) {
-			return inproc.New(file, inproc.Options{Port: port, StepInterval: 20 * time.Millisecond, Logger: log}), nil
+			proc.TFS = inproc.New(file, inproc.Options{Port: port, StepInterval: 20 * time.Millisecond, Logger: log})
+			return proc, nil
 		},
 		SyncInterval: 100 * time.Millisecond, PendingSyncInterval: 20 * time.Millisecond,
 	})
@@ -92,7 +133,7 @@ func startDemo(t *testing.T, ctx context.Context) *demo {
 			t.Errorf("stop agent: %v", err)
 		}
 	})
-	d := &demo{agent: a, ctl: ctl, url: status.URL()}
+	d := &demo{agent: a, ctl: ctl, url: status.URL(), tfs: proc}
 	for _, sub := range []string{"entry", "ps_0", "ps_1", "ps_2", "ps_3", "dense_2"} {
 		d.publish(t, ctx, sub)
 	}
@@ -130,7 +171,9 @@ func (d *demo) readiness(t *testing.T) agentstatus.Readiness {
 // checks the DOM the browser rendered once the page's own script had refreshed it: the models
 // with their TF Serving states, the layout with the entries the filters passed, the bindings,
 // ZooKeeper's state, the readiness; then, after a layout the agent cannot apply, the error, the
-// readiness reason and the recent error record. It keeps a screenshot of each.
+// readiness reason and the recent error record; in between, versions that failed to load (the
+// failed loads table, the readiness reason of the saved model left with no AVAILABLE version, the
+// WARN records, once each). It keeps a screenshot of each.
 func TestStatusPageInBrowser(t *testing.T) {
 	leakcheck.Check(t)
 	chromium := Require(t)
@@ -190,6 +233,49 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot of the status page: %s", shot)
+
+	// Failed loads: a corrupt new version of ps_2 (its version 1 still serves) and the entry's
+	// only version corrupt (nothing serves it: not ready).
+	d.tfs.setFailed(map[string][]*servingapis.ModelVersionStatus{
+		"demo_model:ps_2":  {failedVersion("demo_model:ps_2", 2), modelconfig.VersionStatus(1, servingapis.ModelVersionStatus_AVAILABLE, tfprotobuf.Code_OK, nil)},
+		"demo_model:entry": {failedVersion("demo_model:entry", 1)},
+	})
+	waitFor(t, "the failed loads, the agent not ready", func() bool {
+		return len(d.agent.Status(ctx).FailedLoads) == 2 && !d.readiness(t).Ready
+	})
+	dom, err = chromium.DumpDOM(ctx, d.url+"/", budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page = parse(t, dom)
+	if page.refreshes < 1 {
+		t.Errorf("the page's script did not refresh it:\n%s", dom)
+	}
+	check(t, "failed loads", page.rows("failed-load", "data-model", "data-version", "data-serving", "data-code"), map[string]string{
+		"demo_model:entry": "1 0 INVALID_ARGUMENT", "demo_model:ps_2": "2 1 INVALID_ARGUMENT"})
+	for _, want := range []string{
+		`<td id="readiness" data-ready="false">`,
+		`<li class="reason err">saved model demo_model:entry: no AVAILABLE version (version 1 END: INVALID_ARGUMENT: load demo_model:entry version 1 from /models/demo_model/entry/1: `,
+		`<td>version 1</td>`, `<td><span class="badge bad">nothing</span></td>`,
+		`INVALID_ARGUMENT: load demo_model:ps_2 version 2 from /models/demo_model/ps_2/2: export manifest /models/demo_model/ps_2/2/model.json: unexpected EOF`,
+		`<tr class="recent-error" data-level="WARN">`,
+		`tf serving failed to load a version of a saved model`,
+		`<td id="tfs" data-running="true" data-restarts="0">`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page with failed loads lacks %s", want)
+		}
+	}
+	if strings.Count(dom, "tf serving failed to load a version of a saved model") != 2 {
+		t.Errorf("the failed loads are not logged once each:\n%s", dom)
+	}
+	shot = filepath.Join(out, "status-page-failed-loads.png")
+	if err := chromium.Screenshot(ctx, d.url+"/", shot, budget); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the status page with failed loads: %s", shot)
+	d.tfs.setFailed(nil)
+	waitFor(t, "the agent ready again", func() bool { return d.readiness(t).Ready && len(d.agent.Status(ctx).FailedLoads) == 0 })
 
 	// A layout the agent cannot apply: the filter fails on dense_0. The previous config stays.
 	d.publish(t, ctx, "dense_0")

@@ -172,3 +172,25 @@ func (p *Process) ListSavedModelsStatus(ctx context.Context) (map[string]*servin
 	}
 	return out, nil
 }
+
+// ListModelVersions is every version the server has of each configured model, as GetModelStatus
+// answers it (agentv3.VersionLister): the agent sees the failed loads of versions other than the
+// newest AVAILABLE one. A model the server does not know has none.
+func (p *Process) ListModelVersions(ctx context.Context) (map[string][]*servingapis.ModelVersionStatus, error) {
+	names, err := p.ListSavedModels()
+	if err != nil {
+		return nil, err
+	}
+	srv := p.running()
+	if srv == nil {
+		return nil, errkind.New(errkind.Runtime, "%s: not started", p.what)
+	}
+	out := map[string][]*servingapis.ModelVersionStatus{}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		out[name] = srv.Status(modelconfig.ModelSpec(name, modelconfig.Version{}, nil))
+	}
+	return out, nil
+}
