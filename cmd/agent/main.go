@@ -2,7 +2,9 @@
 //
 // With --conf it runs the agent the agent.conf describes (agent_version 1 or 3) against the real
 // ZooKeeper (zk_servers) and TF Serving (MONOLITH_TFS_BINARY) until SIGINT or SIGTERM, with an
-// HTTP status endpoint (--status_addr: /healthz, /status, /metrics).
+// HTTP status endpoint (--status_addr: /healthz, /readyz, /status, /metrics). Agent v3 restarts
+// TF Serving when its process exits (--tfs_restart, on by default: with backoff, the restarts
+// counted on /status and /metrics).
 //
 // With no --conf it runs a self-contained demo that needs nothing installed: a small model trained
 // for a few seconds and exported into the user's cache directory (or the export an earlier run left
@@ -13,7 +15,8 @@
 // tfs_client Predict among them), and stops on Ctrl-C (or after --exit_after).
 //
 // Exit status: 0 after a clean stop, 1 when the agent could not start or stopped serving (TF
-// Serving exited, the model manager failed), 2 for a bad command line or configuration.
+// Serving exited under --tfs_restart=false or with agent v1, the model manager failed), 2 for a
+// bad command line or configuration.
 package main
 
 import (
@@ -101,8 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log, RecentErrors: ring,
 			TFSBinary: c.TFSBinary, TFSBinaryFrom: "--tfs_binary", TFSDir: c.TFSDir,
 			ZKSessionTimeout: c.ZKSessionTimeout, ZKConnectTimeout: zkConnectTimeout(c.ZKConnectTimeout),
-			AdvertiseHost: c.AdvertiseHost,
-			OnReady:       func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
+			AdvertiseHost: c.AdvertiseHost, TFSRestart: c.TFSRestart,
+			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
 		})
 	}
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -337,16 +338,80 @@ func TestConf(t *testing.T) {
 	})
 	t.Run("tf serving exits", func(t *testing.T) {
 		leakcheck.Check(t)
-		// A TF Serving that exits at once with status 1.
+		// A TF Serving that exits at once with status 1: with --tfs_restart=false the agent stops.
 		bin := filepath.Join(dir, "exits")
 		if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		t.Setenv(agentv3.TFSBinaryEnv, bin)
 		var stdout, stderr bytes.Buffer
-		code := run(ctx, args, &stdout, &stderr, nil)
+		code := run(ctx, append(args, "--tfs_restart=false"), &stdout, &stderr, nil)
 		if code != 1 || !strings.Contains(stderr.String(), "agent: agent v3: tf serving exited with code 1") {
 			t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
+		}
+	})
+	t.Run("tf serving killed", func(t *testing.T) {
+		leakcheck.Check(t)
+		// kill -9 of TF Serving (fake_tfs, behind a script that notes each process's pid): the
+		// agent restarts it (--tfs_restart is on by default), serves and binds the model again,
+		// and counts the restart; the killed process's log is kept.
+		pids := filepath.Join(t.TempDir(), "pids")
+		bin := filepath.Join(t.TempDir(), "tfs")
+		script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s\nexec %s \"$@\"\n", pids, fakeTFS)
+		if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		pidsOf := func() []int {
+			b, _ := os.ReadFile(pids)
+			var out []int
+			for _, f := range strings.Fields(string(b)) {
+				var p int
+				fmt.Sscan(f, &p)
+				out = append(out, p)
+			}
+			return out
+		}
+		tfsLog := filepath.Join(t.TempDir(), "tfs.log")
+		var stdout, stderr syncbuf.Buffer
+		r, stop := started(t, []string{"--conf", conf, "--tfs_log", tfsLog, "--tfs_binary", bin}, &stdout, &stderr)
+		served := func() bool {
+			var rep agentstatus.Report
+			getJSON(t, r.StatusURL+"/status", &rep)
+			return slices.Equal(rep.Bound, []string{"m:entry"}) && len(rep.Models) == 1 && rep.Models[0].State == "AVAILABLE" &&
+				rep.Readiness != nil && rep.Readiness.Ready
+		}
+		eventually(t, "m:entry to be served and bound, the agent ready", served)
+		first := pidsOf()
+		if len(first) != 1 {
+			t.Fatalf("TF Serving pids %v", first)
+		}
+		if err := syscall.Kill(first[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a second TF Serving", func() bool { return len(pidsOf()) == 2 })
+		eventually(t, "m:entry served and bound again, the agent ready", served)
+		var rep agentstatus.Report
+		getJSON(t, r.StatusURL+"/status", &rep)
+		if s := rep.TFS; s == nil || !s.Restart || !s.Running || s.Restarts != 1 || s.LastExit != "exited with code -1 (killed by a signal)" {
+			t.Errorf("status of TF Serving %+v", rep.TFS)
+		}
+		resp, err := http.Get(r.StatusURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := `monolith_agent_tfs_restarts_total{result="ok"} 1`; !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+		if _, err := os.Stat(tfsLog + ".prev"); err != nil {
+			t.Errorf("the killed TF Serving's log: %v", err)
+		}
+		if code := stop(); code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "tf serving exited with code -1 (killed by a signal); restarting it") {
+			t.Errorf("stderr lacks the restart:\n%s", stderr.String())
 		}
 	})
 }

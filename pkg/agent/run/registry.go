@@ -54,6 +54,9 @@ type Params struct {
 	// 127.0.0.1, which agentconf.LocalIP never is. Agent v1 registers MY_HOST_IP, loopback
 	// included, and ignores it.
 	AdvertiseHost string
+	// TFSRestart makes agent v3 restart TF Serving when its process exits instead of stopping
+	// (agentv3.Options.TFSRestart; the command's --tfs_restart). Agent v1 ignores it.
+	TFSRestart bool
 }
 
 // Constructor builds the agent of one agent_version.
@@ -121,7 +124,7 @@ func (r *Registry) New(p Params) (Agent, error) {
 func NewV3(p Params) (Agent, error) {
 	return agentv3.New(p.Config, agentv3.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Metrics: p.Metrics, Logger: p.Logger,
 		TFSBinary: p.TFSBinary, TFSBinaryFrom: p.TFSBinaryFrom, TFSDir: p.TFSDir,
-		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout, Host: p.AdvertiseHost})
+		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout, Host: p.AdvertiseHost, TFSRestart: p.TFSRestart})
 }
 
 // NewV1 builds agent v1 with its defaults.

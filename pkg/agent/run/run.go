@@ -101,6 +101,9 @@ type Options struct {
 	// AdvertiseHost, when set, is the host agent v3 advertises for its TF Serving and
 	// AgentService (Params.AdvertiseHost).
 	AdvertiseHost string
+	// TFSRestart makes agent v3 restart TF Serving when it exits (Params.TFSRestart); false: the
+	// agent stops and Main returns the exit, as the reference.
+	TFSRestart bool
 }
 
 func (o *Options) defaults() {
@@ -254,7 +257,8 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 	confPath := pathutil.Dirname(o.ConfFile)
 	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log,
 		TFSBinary: o.TFSBinary, TFSBinaryFrom: o.TFSBinaryFrom, TFSDir: o.TFSDir,
-		ZKSessionTimeout: o.ZKSessionTimeout, ZKConnectTimeout: o.ZKConnectTimeout, AdvertiseHost: o.AdvertiseHost})
+		ZKSessionTimeout: o.ZKSessionTimeout, ZKConnectTimeout: o.ZKConnectTimeout, AdvertiseHost: o.AdvertiseHost,
+		TFSRestart: o.TFSRestart})
 	if err != nil {
 		if isConfigKind(err) {
 			return &ConfigError{err}
