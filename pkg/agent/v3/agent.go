@@ -22,6 +22,13 @@
 // reference crashed on it), serves the newest version present when the agent first sees the
 // model, for the agent's life, waiting until one exists; stopping is driven by a context instead
 // of signal handlers installed by the constructor, and the agent does not SIGKILL its own process.
+//
+// Additions: the agent reads every version TF Serving has of each model (VersionLister), so a
+// version that failed to load is on the status endpoint (/status, the page), logged once at WARN
+// and counted, also while an older version serves; it is ready (/readyz) only while every saved
+// model the filters pass has an AVAILABLE version; with Options.TFSRestart (cmd/agent's
+// --tfs_restart, on by default) a TF Serving process that exits is restarted with backoff instead
+// of stopping the agent, whose bindings then stay in the other agents' HeartBeat.
 package agentv3
 
 import (
