@@ -20,8 +20,12 @@
 // once parameter sync (cmd/ps --sync_model_name) has pushed the trainer's updates to its PS
 // replicas (the dense part changes only with the next export).
 //
+// --random is at most MaxRandom (102400) examples. SIGTERM or SIGINT stops the command within a
+// second, whatever it is doing, with nothing on stdout unless every score is.
+//
 // Exit status: 0 after scoring, 2 for a bad command line or bad input (a missing or corrupt
-// export, an ExampleBatch without the model's features), 1 for a failure at run time.
+// export, an ExampleBatch without the model's features, --random past MaxRandom), 1 for a
+// failure at run time or a stop by a signal before the scores are out.
 package main
 
 import (
@@ -59,6 +63,12 @@ const name = "predict"
 
 const description = "Score an ExampleBatch with an export loaded in this process (entry + PS shards): the scores the model server must answer."
 
+// MaxRandom is the most examples --random may ask for: a hundred times the 1024 examples of a
+// served model's batch (the agent's TF Serving max_batch_size). An example takes about 3.5 kB
+// here (the ExampleBatch, the model's batch, the text of --write_input), so the largest batch is
+// about 350 MB; --random=100000000 grew to GBs.
+const MaxRandom = 100 * 1024
+
 type cmdFlags struct {
 	cli.Common
 	predictspec.PredictFlags
@@ -81,6 +91,8 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 		return cli.Usage(errors.New("give the examples: --input_file (an ExampleBatch) or --random=N"))
 	case f.InputFile != "" && f.Random != 0:
 		return cli.Usage(errors.New("--input_file and --random: give one"))
+	case f.Random > MaxRandom:
+		return cli.Usage(fmt.Errorf("--random %d: at most %d examples (MaxRandom, a hundred times a served model's batch of 1024)", f.Random, MaxRandom))
 	case f.ExportVersion < 0:
 		return cli.Usage(fmt.Errorf("--export_version %d is negative", f.ExportVersion))
 	case f.TrainingPSTimeout <= 0:
@@ -113,8 +125,11 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 		if err != nil {
 			return cli.Usage(err)
 		}
-		if eb, err = instance.ReadExampleBatch(f.InputFile, format, instance.Header{}); err != nil {
-			return cli.Usage(fmt.Errorf("--input_file: %w", err))
+		if err := interruptible(ctx, func() (err error) {
+			eb, err = instance.ReadExampleBatch(f.InputFile, format, instance.Header{})
+			return err
+		}); err != nil {
+			return usageUnlessStopped(ctx, fmt.Errorf("--input_file: %w", err))
 		}
 	} else {
 		mf, err := instance.ReadModelFeatures(m.entry.Dir)
@@ -122,34 +137,83 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 			return cli.Usage(err)
 		}
 		rng := rand.New(rand.NewPCG(uint64(f.Seed), 0))
-		if eb, err = instance.RandomModelBatch(rng, mf, f.Random, time.Now()); err != nil {
-			return cli.Usage(err)
+		if err := interruptible(ctx, func() (err error) {
+			eb, err = instance.RandomModelBatch(rng, mf, f.Random, time.Now())
+			return err
+		}); err != nil {
+			return usageUnlessStopped(ctx, err)
 		}
 	}
 	if f.WriteInput != "" {
-		text, err := prototext.MarshalOptions{Multiline: true}.Marshal(eb)
-		if err != nil {
+		if err := interruptible(ctx, func() error {
+			text, err := prototext.MarshalOptions{Multiline: true}.Marshal(eb)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(f.WriteInput, text, 0o644); err != nil {
+				return cli.Usage(fmt.Errorf("--write_input: %w", err))
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
-		if err := os.WriteFile(f.WriteInput, text, 0o644); err != nil {
-			return cli.Usage(fmt.Errorf("--write_input: %w", err))
-		}
 	}
-	b, err := toBatch(m.entry.Manifest.Model.Schema(), eb)
+	b, err := toBatch(ctx, m.entry.Manifest.Model.Schema(), eb)
 	if err != nil {
-		return cli.Usage(err)
+		return usageUnlessStopped(ctx, err)
 	}
 	scores, err := m.predict(ctx, store, b)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stopped(ctx)
+		}
 		return err
 	}
-	for _, s := range scores {
-		if _, err := fmt.Fprintln(stdout, strconv.FormatFloat(s, 'g', 9, 64)); err != nil {
-			return err
+	// The scores go out in one write once they are all formatted: a stop before leaves stdout
+	// empty, not cut.
+	var out []byte
+	for i, s := range scores {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return stopped(ctx)
 		}
+		out = strconv.AppendFloat(out, s, 'g', 9, 64)
+		out = append(out, '\n')
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return err
 	}
 	log.Info("scored", "examples", len(scores), "seconds", time.Since(start).Seconds())
 	return nil
+}
+
+// interruptible runs fn, one call of a library that does not look at a context (generating,
+// parsing or printing a batch), and returns its error, or stopped(ctx) as soon as ctx ends first:
+// the command then exits without waiting for fn.
+func interruptible(ctx context.Context, fn func() error) error {
+	if ctx.Err() != nil {
+		return stopped(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return stopped(ctx)
+	}
+}
+
+// stopped is the error of a run that ctx (a signal) ended before the scores were out.
+func stopped(ctx context.Context) error {
+	return fmt.Errorf("stopped before scoring: %v", context.Cause(ctx))
+}
+
+// usageUnlessStopped is err as a usage error (bad input), or stopped(ctx) once ctx ended.
+func usageUnlessStopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return stopped(ctx)
+	}
+	return cli.Usage(err)
 }
 
 // classify makes a missing or bad export a usage error (exit 2).
@@ -262,13 +326,17 @@ func (shardStore) Apply(context.Context, string, []int64, []float32, int64, []fl
 
 // toBatch reads eb's examples as the trainer reads Examples: example i has feature i of each
 // INDIVIDUAL list and feature 0 of each SHARED one, its label from __LABEL__ (0 without one).
-func toBatch(schema batch.Schema, eb *examplepb.ExampleBatch) (*batch.Batch, error) {
+// It stops when ctx ends.
+func toBatch(ctx context.Context, schema batch.Schema, eb *examplepb.ExampleBatch) (*batch.Batch, error) {
 	n := int(eb.GetBatchSize())
 	if n <= 0 {
 		return nil, errkind.New(errkind.Value, "the ExampleBatch has batch_size %d: no example to score", n)
 	}
 	b := &batch.Batch{}
 	for i := range n {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		ex := &examplepb.Example{}
 		for _, l := range eb.GetNamedFeatureList() {
 			k := i

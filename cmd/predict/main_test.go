@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,11 +20,21 @@ import (
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	"github.com/monolith-go/monolith/internal/leakcheck"
+	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
+
+// TestMain runs the command itself when asked to (TestSIGTERM starts this binary as cmd/predict).
+func TestMain(m *testing.M) {
+	if os.Getenv("PREDICT_TEST_RUN_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -56,7 +70,7 @@ func readBatch(t *testing.T, path string, schema batch.Schema) *batch.Batch {
 	if err := prototext.Unmarshal(data, eb); err != nil {
 		t.Fatal(err)
 	}
-	b, err := toBatch(schema, eb)
+	b, err := toBatch(context.Background(), schema, eb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +240,7 @@ func TestBadInput(t *testing.T) {
 		{"missing input file", []string{"--export_base=" + base, "--input_file=" + filepath.Join(dir, "none.pbtxt")}, "--input_file"},
 		{"no dense feature", []string{"--export_base=" + base, "--input_file=" + noDense}, `example 0: batch: example has no float_list feature "dense"`},
 		{"bad flag", []string{"--bogus"}, "unknown flag"},
+		{"random past the maximum", []string{"--export_base=" + base, "--random=100000000"}, "--random 100000000: at most 102400 examples (MaxRandom"},
 		{"training_ps not host:port", []string{"--export_base=" + base, "--random=1", "--training_ps=127.0.0.1"}, `--training_ps: "127.0.0.1" is not host:port`},
 		{"training_ps_timeout", []string{"--export_base=" + base, "--random=1", "--training_ps=127.0.0.1:1", "--training_ps_timeout=0s"}, "--training_ps_timeout 0s is not positive"},
 	}
@@ -236,5 +251,58 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one 'predict: ' line with %q", code, out, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// TestSIGTERM runs the command as a process of its own on the largest random batch and stops it
+// with SIGTERM once the export is loaded: it exits within 1 s (exit 1, one line saying it was
+// stopped, no scores), not once the batch is generated, written and scored.
+func TestSIGTERM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job := exporttest.NewJob(t, 1, []int{16, 8})
+	job.Train(ctx, 2)
+	base := filepath.Join(t.TempDir(), "ctr")
+	job.Export(ctx, base, 1)
+	cmd := exec.Command(os.Args[0], "--export_base="+base, "--random="+strconv.Itoa(MaxRandom), "--write_input="+filepath.Join(t.TempDir(), "batch.pbtxt"))
+	cmd.Env = append(os.Environ(), "PREDICT_TEST_RUN_MAIN=1")
+	var stdout syncbuf.Buffer
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var stderr strings.Builder
+	lines := bufio.NewScanner(errPipe)
+	for lines.Scan() {
+		stderr.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), "export loaded") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rest, _ := io.ReadAll(errPipe)
+	stderr.Write(rest)
+	err = cmd.Wait()
+	took := time.Since(start)
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit %d (%v), want 1; stderr:\n%s", code, err, stderr.String())
+	}
+	if took > time.Second {
+		t.Errorf("the command exited %v after SIGTERM, want under 1 s", took)
+	}
+	last := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if want := "predict: stopped before scoring: terminated signal received"; last[len(last)-1] != want {
+		t.Errorf("stderr's last line %q, want %q", last[len(last)-1], want)
+	}
+	if stdout.String() != "" {
+		t.Errorf("stdout %d bytes, want none", len(stdout.String()))
 	}
 }
