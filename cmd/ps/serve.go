@@ -163,6 +163,8 @@ func checkFlags(f cputrainingspec.PSFlags) error {
 		return fmt.Errorf("--max_ids_per_request %d is not positive", f.MaxIdsPerRequest)
 	case f.MaxMessageBytes <= 0:
 		return fmt.Errorf("--max_message_bytes %d is not positive", f.MaxMessageBytes)
+	case f.MaxMessageBytes > ps.MaxMessageBytes:
+		return fmt.Errorf("--max_message_bytes %d: at most %d (a gRPC message's length is 32 bits)", f.MaxMessageBytes, ps.MaxMessageBytes)
 	case f.MemLimit < 0:
 		return fmt.Errorf("--mem_limit %d is negative", f.MemLimit)
 	case f.EvictEvery < 0:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -116,7 +117,8 @@ var barrierOps = func() string {
 // withdrawn an arrival) by the time the caller's deadline makes it give up.
 func waitContext(ctx context.Context, waitMs int64) (context.Context, context.CancelFunc) {
 	wait := time.Duration(-1)
-	if waitMs > 0 {
+	if waitMs > 0 && waitMs <= math.MaxInt64/int64(time.Millisecond) {
+		// (Longer is for ever: the call's deadline decides.)
 		wait = time.Duration(waitMs) * time.Millisecond
 	}
 	if d, ok := ctx.Deadline(); ok {

@@ -32,7 +32,8 @@
 //     time of 36500 days);
 //   - the ids of one Lookup or ApplyGradients: Config.MaxIDsPerRequest
 //     (DefaultMaxIDsPerRequest, 1<<20; cmd/ps --max_ids_per_request), and a message's bytes:
-//     Config.MaxMessageBytes (DefaultMaxMessageBytes, 256 MiB);
+//     Config.MaxMessageBytes (DefaultMaxMessageBytes, 256 MiB; at most MaxMessageBytes, 4 GiB
+//     less the framing, a gRPC message's length being 32 bits);
 //   - SaveRequest.shards_per_table: MaxShardsPerTable (1024);
 //   - BarrierRequest.count and AllReduceRequest.count: MaxWorkers (65536).
 //
@@ -81,6 +82,9 @@ const (
 	DefaultMaxIDsPerRequest = 1 << 20
 	// DefaultMaxMessageBytes bounds every request and response (gRPC's own limit is set to it).
 	DefaultMaxMessageBytes = 256 << 20
+	// MaxMessageBytes is the largest Config.MaxMessageBytes: gRPC frames a message with a 32-bit
+	// length, which must hold the payload and the message's other fields (messageSlack).
+	MaxMessageBytes = 1<<32 - 1 - messageSlack
 )
 
 // Config configures a Server.
@@ -186,6 +190,8 @@ func NewServer(cfg Config) (*Server, error) {
 	case cfg.MaxIDsPerRequest < 0 || cfg.MaxMessageBytes < 0 || cfg.MemLimit < 0 || cfg.ReserveLimit < 0:
 		return nil, errkind.New(errkind.Value, "ps: negative limit (max_ids_per_request %d, max_message_bytes %d, mem_limit %d, reserve_limit %d)",
 			cfg.MaxIDsPerRequest, cfg.MaxMessageBytes, cfg.MemLimit, cfg.ReserveLimit)
+	case cfg.MaxMessageBytes > MaxMessageBytes:
+		return nil, errkind.New(errkind.Value, "ps: max_message_bytes %d, want at most %d (MaxMessageBytes: a gRPC message's length is 32 bits)", cfg.MaxMessageBytes, MaxMessageBytes)
 	}
 	if cfg.MaxIDsPerRequest == 0 {
 		cfg.MaxIDsPerRequest = DefaultMaxIDsPerRequest

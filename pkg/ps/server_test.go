@@ -126,6 +126,7 @@ func TestNewServerConfigErrors(t *testing.T) {
 		{name: "index out of range", cfg: Config{Index: 2, NumPS: 2}, want: "index 2, want 0..1"},
 		{name: "negative index", cfg: Config{Index: -1, NumPS: 2}, want: "index -1"},
 		{name: "negative limit", cfg: Config{NumPS: 1, MaxIDsPerRequest: -1}, want: "negative limit"},
+		{name: "message limit past gRPC's", cfg: Config{NumPS: 1, MaxMessageBytes: 1 << 40}, want: "max_message_bytes 1099511627776, want at most 4294901759 (MaxMessageBytes"},
 		{name: "bad table", cfg: Config{NumPS: 1, Tables: []*pspb.TableConfig{sgdTable("a b", 4, 1)}}, want: `table "a b"`},
 		{name: "bad table config", cfg: Config{NumPS: 1, Tables: []*pspb.TableConfig{sgdTable("a", 0, 1)}}, want: `table "a": embedding table config`},
 		{name: "table twice", cfg: Config{NumPS: 1, Tables: []*pspb.TableConfig{sgdTable("a", 4, 1), sgdTable("a", 8, 1)}}, want: `table "a" is configured twice`},
