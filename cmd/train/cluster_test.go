@@ -111,6 +111,8 @@ type cluster struct {
 	zk, job   string
 	modelDir  string
 	psTimeout time.Duration
+	// args are more flags of the workers.
+	args []string
 }
 
 // common are the flags every process of the job shares.
@@ -140,9 +142,9 @@ func (c cluster) startPS(i int) *proc {
 // startWorker starts worker i (0: the chief) of the job: the test binary running cmd/train.
 func (c cluster) startWorker(i int) *proc {
 	c.t.Helper()
-	return startProc(c.t, fmt.Sprintf("worker %d", i), os.Args[0], []string{runAsTrain + "=1"},
-		append(c.common(), fmt.Sprintf("--index=%d", i), "--model_dir="+c.modelDir, "--ps_timeout="+c.psTimeout.String(),
-			"--save_checkpoints_steps=50", "--checkpoints_max_to_keep=100", "--log_step_count_steps=100", "--discovery_timeout=2m")...)
+	args := append(c.common(), fmt.Sprintf("--index=%d", i), "--model_dir="+c.modelDir, "--ps_timeout="+c.psTimeout.String(),
+		"--save_checkpoints_steps=50", "--checkpoints_max_to_keep=100", "--log_step_count_steps=100", "--discovery_timeout=2m")
+	return startProc(c.t, fmt.Sprintf("worker %d", i), os.Args[0], []string{runAsTrain + "=1"}, append(args, c.args...)...)
 }
 
 // run starts the job's 2 parameter servers and 2 workers, waits until the workers are done (exit

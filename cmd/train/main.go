@@ -34,6 +34,16 @@
 // <model_dir>/controller_server_addr.txt. The status endpoint (--status_addr) serves Prometheus
 // metrics.
 //
+// SIGTERM or SIGINT (the first; a second kills the process) stops the run in order once training
+// has begun: the step in progress ends, the chief saves its final checkpoint of that step and
+// evaluates, the worker deregisters from the service discovery and exits 0, printing "stopped
+// step=<n> ... by SIGTERM: ..." (a signal before training begins cancels the run: exit 1, naming
+// the signal; so does an orderly stop that outlasts --stop_grace). In a job of several workers
+// the signal stops the whole job, whichever worker gets it: the signalled worker announces its
+// stop in the next step's dense allreduce on PS 0 (the flag a worker's last batch sets), and every
+// worker stops after that step, the chief with its final checkpoint of it, all exiting 0; the
+// others print "stopped step=<n> by another worker ...".
+//
 // The worker is pkg/trainer/job (its parts: pkg/trainer/trainstatus, densesync, psservers,
 // register, dnnckpt); this command maps its flags onto a job.Config, reads the input patterns or
 // generates the demo's data, and turns the job's errors into exit statuses.
@@ -51,9 +61,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
@@ -92,14 +104,53 @@ type deps struct {
 	setenv func(name, value string) error
 	// hooks run in the training loop after the job's own (tests watch the run through them).
 	hooks []runhook.Hook
-	// stop, closed, stops the training in order (job.Config.Stop).
-	stop <-chan struct{}
+	// stop, closed, stops the training in order (job.Config.Stop); stopReason names why
+	// (job.Config.StopReason).
+	stop       <-chan struct{}
+	stopReason func() string
 }
 
+// main is cli.Main's, with the signal kept as the cause of the context's cancellation, so that
+// the run names it ("stopped step=<n> by SIGTERM: ..."): the first SIGINT or SIGTERM cancels the
+// command's context, and a second one kills the process at once (cli.KillOnSecondSignal).
 func main() {
-	cli.Main(cli.KillOnSecondSignal, func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		return run(ctx, args, stdout, stderr, deps{})
-	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		signal.Reset(syscall.SIGINT, syscall.SIGTERM)
+		cancel(signalled{s})
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, deps{})
+	cancel(nil)
+	os.Exit(code)
+}
+
+// signalled is the cause of the command's context when a signal cancelled it.
+type signalled struct{ sig os.Signal }
+
+func (s signalled) Error() string { return signalName(s.sig) + " received" }
+
+// signalName is a signal's name as kill(1) spells it.
+func signalName(s os.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+// stopReason names what cancelled ctx: the signal, when main's handler did ("a signal" when it
+// is not known, a test's cancellation).
+func stopReason(ctx context.Context) string {
+	var s signalled
+	if errors.As(context.Cause(ctx), &s) {
+		return signalName(s.sig)
+	}
+	return "a signal"
 }
 
 // run runs the command and returns its exit status.
@@ -116,7 +167,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		defer o.release()
 		d.hooks = append(d.hooks, o.startedHook())
 		d.stop = o.stop
-		return cli.OneLine(classify(train(o.ctx, c, cli.FlagGiven(args, "discovery_type"), stdout, log, d)))
+		d.stopReason = func() string { return stopReason(ctx) }
+		err := train(o.ctx, c, cli.FlagGiven(args, "discovery_type"), stdout, log, d)
+		if err != nil && ctx.Err() != nil {
+			// What the signal cut short says so, naming it.
+			when := ""
+			switch {
+			case !o.started.Load():
+				when = " before training began"
+			case o.ctx.Err() != nil:
+				when = fmt.Sprintf(" (the orderly stop took longer than --stop_grace %v)", c.StopGrace)
+			}
+			err = fmt.Errorf("stopped by %s%s: %w", stopReason(ctx), when, err)
+		}
+		return cli.OneLine(classify(err))
 	})
 }
 
@@ -285,7 +349,7 @@ func jobConfig(c cmdFlags, rc *runconfig.RunnerConfig, d deps) job.Config {
 		Logreg:         job.LogregConfig{Optimizer: f.Optimizer, LearningRate: f.LearningRate, HashBuckets: f.HashBuckets},
 		Export:         job.ExportConfig{Dir: ex.ExportDir, Every: ex.ExportEvery, Keep: ex.ExportKeep},
 		ControllerAddr: f.ControllerAddr, StatusAddr: f.StatusAddr, DiscoveryTimeout: f.DiscoveryTimeout,
-		Hooks: d.hooks, Stop: d.stop,
+		Hooks: d.hooks, Stop: d.stop, StopReason: d.stopReason,
 	}
 }
 

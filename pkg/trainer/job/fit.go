@@ -111,8 +111,8 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		sync = w.sync
 	}
 	// An interrupted job resumes where its input was (trk: the restored checkpoint's position).
-	trainInput := inputFn(train, "training input", trk, st, sync)
-	evalInput := inputFn(cfg.Eval, "evaluation input", nil, nil, nil)
+	trainInput := inputFn(train, "training input", trk, st, sync, cfg.Stop)
+	evalInput := inputFn(cfg.Eval, "evaluation input", nil, nil, nil, nil)
 
 	var res estimator.EvalResult
 	switch {
@@ -131,7 +131,11 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		if err != nil {
 			return err
 		}
-		hooks = append(hooks, &stopHook{stop: cfg.Stop, tr: trk})
+		if sync == nil {
+			// With several workers Config.Stop ends the input instead (peekInput.Ended): the
+			// job stops after the step whose allreduce carries it, on every worker.
+			hooks = append(hooks, &stopHook{stop: cfg.Stop, tr: trk})
+		}
 		if r.chief() {
 			hooks = append(hooks, &evalHook{est: est, input: evalInput, steps: int64(cfg.EvalSteps), every: int64(cfg.EvalEverySteps), tr: trk, out: stdout})
 		}
@@ -149,7 +153,7 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 			if w != nil {
 				st.Report(stdout, w.model)
 			}
-			printStop(stdout, cfg, trk, tr.GlobalStep, maxSteps)
+			printStop(stdout, cfg, r, trk, tr.GlobalStep, maxSteps)
 			_, err = fmt.Fprintf(stdout, "trained steps=%d (the chief evaluates)\n", tr.GlobalStep)
 			return err
 		}
@@ -162,7 +166,7 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 		if w != nil {
 			st.Report(stdout, w.model)
 		}
-		printStop(stdout, cfg, trk, est.GlobalStep(), maxSteps)
+		printStop(stdout, cfg, r, trk, est.GlobalStep(), maxSteps)
 	}
 	st.Evaluated(res.Metrics["auc"], res.Metrics["log_loss"])
 	if b := cfg.Best; b != nil {
@@ -255,9 +259,10 @@ func (h *printHook) AfterCreateSession(context.Context, *runhook.Session) error 
 	return err
 }
 
-// printStop says what ended the training: the input running out (--epochs), or the step limit
-// (--steps, --max_steps); a limit the input ran out before is named.
-func printStop(out io.Writer, cfg Config, trk *tracker, step, maxSteps int64) {
+// printStop says what ended the training: a signal (Config.Stop, named by Config.StopReason),
+// the input running out (--epochs), the step limit (--steps, --max_steps; a limit the input ran
+// out before is named), or, in a job of several workers, another worker.
+func printStop(out io.Writer, cfg Config, r role, trk *tracker, step, maxSteps int64) {
 	limit := ""
 	switch {
 	case cfg.Steps > 0 && maxSteps != int64(cfg.MaxSteps):
@@ -273,15 +278,25 @@ func printStop(out io.Writer, cfg Config, trk *tracker, step, maxSteps int64) {
 	if e, ok := cfg.Train.(interface{ EpochCount() int }); ok {
 		epochs = fmt.Sprintf("--epochs=%d", e.EpochCount())
 	}
+	saved := "the final checkpoint is saved"
+	if !r.chief() {
+		saved = "the chief saves the final checkpoint"
+	}
 	switch {
 	case trk.stopped():
-		fmt.Fprintf(out, "stopped step=%d%s by a signal: the final checkpoint is saved\n", step, examples)
+		reason := "a signal"
+		if cfg.StopReason != nil && cfg.StopReason() != "" {
+			reason = cfg.StopReason()
+		}
+		fmt.Fprintf(out, "stopped step=%d%s by %s: %s\n", step, examples, reason, saved)
 	case trk.inputEnded() && limit != "":
 		fmt.Fprintf(out, "stopped step=%d%s by %s: the training input ran out before %s\n", step, examples, epochs, limit)
 	case trk.inputEnded():
 		fmt.Fprintf(out, "stopped step=%d%s by %s: the training input ran out\n", step, examples, epochs)
 	case limit != "" && step >= maxSteps:
 		fmt.Fprintf(out, "stopped step=%d%s by %s\n", step, examples, limit)
+	case r.workers > 1:
+		fmt.Fprintf(out, "stopped step=%d%s by another worker (its input ran out, or it was stopped): %s\n", step, examples, saved)
 	default:
 		fmt.Fprintf(out, "stopped step=%d%s\n", step, examples)
 	}

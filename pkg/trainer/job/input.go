@@ -190,8 +190,9 @@ func (f Files) Shard(index, workers int) (Source, error) {
 // input starts where the restored checkpoint left it (tr.start) and tr counts what the loop takes
 // (the examples trained on, the epochs ended). With st, the time the loop waits for batches is
 // recorded; with sync, the job learns when the input is about to end (a worker of several stops
-// the others with its last batch).
-func inputFn(src Source, what string, tr *tracker, st *trainstatus.Status, sync *densesync.Sync) estimator.InputFn[*batch.Batch] {
+// the others with its last batch), or when stop is closed (a signalled worker stops the others
+// with its next step: see peekInput.Ended).
+func inputFn(src Source, what string, tr *tracker, st *trainstatus.Status, sync *densesync.Sync, stop <-chan struct{}) estimator.InputFn[*batch.Batch] {
 	return func(ctx context.Context, _ estimator.Mode) (estimator.Input[*batch.Batch], error) {
 		at := Position{Examples: -1}
 		if tr != nil {
@@ -206,7 +207,7 @@ func inputFn(src Source, what string, tr *tracker, st *trainstatus.Status, sync 
 			input = &timedInput{in: input, st: st}
 		}
 		if sync != nil {
-			p := &peekInput{in: input}
+			p := &peekInput{in: input, stop: stop, tr: tr}
 			if err := p.prime(ctx); err != nil {
 				p.Close()
 				return nil, err
@@ -260,6 +261,10 @@ type peekInput struct {
 	in      estimator.Input[*batch.Batch]
 	next    *batch.Batch
 	nextErr error
+	// stop, closed, makes the batch returned last the last one (Config.Stop); tr, when set,
+	// records why the input ends.
+	stop <-chan struct{}
+	tr   *tracker
 }
 
 var _ densesync.InputEnd = (*peekInput)(nil)
@@ -285,7 +290,25 @@ func (p *peekInput) Next(ctx context.Context) (*batch.Batch, error) {
 // Empty reports whether the input has no batch at all.
 func (p *peekInput) Empty() bool { return p.next == nil && errors.Is(p.nextErr, io.EOF) }
 
-// Ended reports whether the input has no batch after the one Next returned last.
-func (p *peekInput) Ended() bool { return errors.Is(p.nextErr, io.EOF) }
+// Ended reports whether the input has no batch after the one Next returned last, or is to end
+// with it: Config.Stop is closed. The synchronization asks it in the step's allreduce, whose
+// flag stops every worker after that step: a signalled worker's orderly stop is the job's, at the
+// same step on all (the chief's final checkpoint is of it), instead of leaving the others waiting
+// for a step it never starts.
+func (p *peekInput) Ended() bool {
+	switch {
+	case isStopped(p.stop):
+		if p.tr != nil {
+			p.tr.stop()
+		}
+		return true
+	case errors.Is(p.nextErr, io.EOF):
+		if p.tr != nil {
+			p.tr.end()
+		}
+		return true
+	}
+	return false
+}
 
 func (p *peekInput) Close() error { return p.in.Close() }

@@ -10,6 +10,9 @@
 // input of another kind implements Source (and Sharded) and plugs in the same way. An error
 // reading a source is the input's: Run returns it as an *InputError.
 //
+// A job of several workers stops as one: Config.Stop on any worker stops all of them after the
+// same step (the chief with its final checkpoint of it), announced in that step's allreduce.
+//
 // Errors name the settings by the cmd/train flags that set them (--model_dir, --ps_timeout, ...),
 // which is how a user fixes them. A *ConfigError is a setting, model dir or checkpoint the job
 // cannot run with (cmd/train: exit status 2, as for an *InputError); any other error is a failure
@@ -102,8 +105,13 @@ type Config struct {
 	Hooks []runhook.Hook
 	// Stop, when closed, ends the training at the end of the step in progress, as the end of its
 	// input would: the final checkpoint is saved and the run evaluates and returns as usual (a
-	// signal's orderly stop; nil: never).
+	// signal's orderly stop; nil: never). In a job of several workers it ends the whole job, as
+	// a worker's input running out does: the worker announces it in its next step's allreduce and
+	// every worker stops after that step (the chief with its final checkpoint of it).
 	Stop <-chan struct{}
+	// StopReason names what closed Stop in the line that says what ended the training ("SIGTERM");
+	// nil or "": "a signal".
+	StopReason func() string
 }
 
 // DNNConfig is the dnn model's and its parameter servers' settings.

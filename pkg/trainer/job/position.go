@@ -110,6 +110,13 @@ func (t *tracker) endedEpoch() int {
 	return t.lastEndsEpoch
 }
 
+// end records that the input ends with the batch taken last (the job stops after its step).
+func (t *tracker) end() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ended = true
+}
+
 // stop records that Config.Stop ended the training.
 func (t *tracker) stop() {
 	t.mu.Lock()
