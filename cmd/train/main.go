@@ -42,7 +42,12 @@
 // the signal stops the whole job, whichever worker gets it: the signalled worker announces its
 // stop in the next step's dense allreduce on PS 0 (the flag a worker's last batch sets), and every
 // worker stops after that step, the chief with its final checkpoint of it, all exiting 0; the
-// others print "stopped step=<n> by another worker ...".
+// others print "stopped step=<n> by another worker ...". A worker or parameter server that dies
+// (killed, or failed: the chief's saver on a full disk) is seen by the others through their
+// watch of the job's processes (a TCP probe of its address every 200 ms: the parameter servers',
+// the chief's controller server's, the workers' status endpoints'): a worker waiting for it (at
+// the step gate, the job's barrier, the allreduce) fails at once, naming it ("worker 0 (the chief,
+// <addr>) is gone ..."), rather than after --ps_timeout.
 //
 // The worker is pkg/trainer/job (its parts: pkg/trainer/trainstatus, densesync, psservers,
 // register, dnnckpt); this command maps its flags onto a job.Config, reads the input patterns or

@@ -165,3 +165,64 @@ func TestClusterSignalStopsTheJob(t *testing.T) {
 		})
 	}
 }
+
+// namesChief and namesWorker1 find the task named gone in a worker's error.
+var (
+	namesChief   = regexp.MustCompile(`worker 0 \(the chief, [^)]*\) is gone`)
+	namesWorker1 = regexp.MustCompile(`worker 1 \([^)]*\) is gone`)
+)
+
+// When the chief dies (kill -9, or its saver fails: here a directory stands where its checkpoint
+// of step 100 goes), the other worker fails within a second or two, naming it; when a worker dies,
+// the chief does, naming it. Before, they waited --ps_timeout (30 s) at the step gate or the
+// allreduce and failed with "a worker stopped? see its log".
+func TestClusterPeerGone(t *testing.T) {
+	leakcheck.Check(t)
+	zk := zktest.Start(t)
+	for i, c := range []struct {
+		name  string
+		kill  int // the worker killed; -1: the chief fails in its saver
+		other int
+		want  *regexp.Regexp
+	}{
+		{"chief killed", 0, 1, namesChief},
+		{"chief's saver fails", -1, 1, namesChief},
+		{"worker 1 killed", 1, 0, namesWorker1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			modelDir := filepath.Join(t.TempDir(), "m")
+			if c.kill < 0 {
+				if err := os.MkdirAll(filepath.Join(modelDir, "model.ckpt-100.input.json", "in-the-way"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			servers, workers := startJob(t, zk.Addr(), fmt.Sprintf("gone%d", i), modelDir)
+			var gone time.Time
+			if c.kill >= 0 {
+				if err := workers[c.kill].cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				<-workers[c.kill].done
+				gone = time.Now()
+			} else {
+				if code := workers[0].wait(t, time.Minute); code == 0 {
+					t.Fatalf("the chief exited 0 though its checkpoint of step 100 cannot be saved; stderr:\n%s", workers[0].tail())
+				}
+				gone = time.Now()
+				t.Logf("the chief failed: %q", workers[0].errorLines())
+			}
+			other := workers[c.other]
+			code := other.wait(t, time.Minute)
+			elapsed := time.Since(gone)
+			errs := other.errorLines()
+			t.Logf("%s: exit %d %v after %s was gone: %q", other.name, code, elapsed.Round(time.Millisecond), []string{"the chief", "worker 1"}[1-c.other], errs)
+			if code == 0 || len(errs) != 1 || !c.want.MatchString(errs[0]) {
+				t.Errorf("%s: exit status %d, error lines %q; want a failure matching %q; stderr:\n%s", other.name, code, errs, c.want, other.tail())
+			}
+			if elapsed > shutdownPSTimeout/3 {
+				t.Errorf("%s took %v to fail, want within a few seconds (not --ps_timeout %v)", other.name, elapsed, shutdownPSTimeout)
+			}
+			stopServers(t, servers)
+		})
+	}
+}

@@ -182,7 +182,8 @@ func fit(ctx context.Context, cfg Config, cp estimator.Checkpointer, disc discov
 // 0 for dnn, so that the workers of other processes stop at it; in this process for logreg), the
 // controller hook server on the chief (the reference's ServerHook), a line saying where it
 // listens, the dnn worker's own (the job's start, the step gate, the PS health checker), progress
-// lines, and the registration with the service discovery.
+// lines, the registration with the service discovery, and with several workers the watch of the
+// job's other processes (the barrier's and the gate's waits run under it).
 func trainHooks(cfg Config, est *estimator.Estimator[*batch.Batch], disc discovery.ServiceDiscovery, r role, w *worker,
 	st *trainstatus.Status, stdout io.Writer, log *slog.Logger) ([]runhook.Hook, error) {
 	rc := cfg.Run
@@ -199,7 +200,12 @@ func trainHooks(cfg Config, est *estimator.Estimator[*batch.Batch], disc discove
 		}
 		b = lb
 	}
-	hooks := []runhook.Hook{&barrier.Hook{Index: r.index, Barrier: b}}
+	var hooks []runhook.Hook
+	if w != nil && w.peers != nil {
+		hooks = append(hooks, waitHook{Hook: &barrier.Hook{Index: r.index, Barrier: b}, p: w.peers})
+	} else {
+		hooks = append(hooks, &barrier.Hook{Index: r.index, Barrier: b})
+	}
 	var addr func() string
 	if r.chief() {
 		ctl, err := controller.NewHook(controller.Config{
@@ -230,6 +236,11 @@ func trainHooks(cfg Config, est *estimator.Estimator[*batch.Batch], disc discove
 	if disc != nil {
 		hooks = append(hooks, register.NewHook(register.Config{Discovery: disc, ServerType: rc.ServerType, Index: r.index, Want: rc.NumWorkers,
 			Addr: addr, Timeout: cfg.DiscoveryTimeout, Out: stdout, Log: log}))
+	}
+	if w != nil {
+		if h := w.watchHook(disc); h != nil {
+			hooks = append(hooks, h)
+		}
 	}
 	return hooks, nil
 }

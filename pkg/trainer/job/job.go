@@ -10,8 +10,10 @@
 // input of another kind implements Source (and Sharded) and plugs in the same way. An error
 // reading a source is the input's: Run returns it as an *InputError.
 //
-// A job of several workers stops as one: Config.Stop on any worker stops all of them after the
-// same step (the chief with its final checkpoint of it), announced in that step's allreduce.
+// A job of several workers stops and fails as one: Config.Stop on any worker stops all of them
+// after the same step (the chief with its final checkpoint of it), announced in that step's
+// allreduce; and each worker watches the job's other processes while it trains (peers), so that
+// a wait for one that died fails at once, naming it, rather than after --ps_timeout.
 //
 // Errors name the settings by the cmd/train flags that set them (--model_dir, --ps_timeout, ...),
 // which is how a user fixes them. A *ConfigError is a setting, model dir or checkpoint the job

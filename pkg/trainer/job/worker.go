@@ -49,6 +49,7 @@ type worker struct {
 	checkpointer estimator.Checkpointer
 	barrier      *barrier.Remote
 	sync         *densesync.Sync // nil with one worker
+	peers        *peers          // the watch of the job's other processes; nil with one worker
 }
 
 // startWorker builds the worker: tables, parameter servers, model, checkpointer.
@@ -104,7 +105,10 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 	if r.workers > 1 {
 		w.sync = densesync.New(densesync.Config{Client: w.router.Client(0), Index: r.index, Count: r.workers, Timeout: d.PSTimeout,
 			StartTimeout: cfg.DiscoveryTimeout, Barrier: w.barrier, ObserveAllreduce: st.ObserveAllreduce, Log: log})
-		mcfg.SyncGradients = w.sync.Reduce
+		w.peers = newPeers()
+		mcfg.SyncGradients = func(ctx context.Context, step int64, grads [][]float64) error {
+			return w.peers.wait(ctx, func(ctx context.Context) error { return w.sync.Reduce(ctx, step, grads) })
+		}
 	}
 	if w.model, err = dnn.New(mcfg, trainstatus.TimedStore(ps.RouterStore{Router: w.router}, st)); err != nil {
 		return nil, configError(err)
@@ -199,17 +203,31 @@ func (w *worker) close() error {
 // chief restores before anyone trains, and all check they start at the same step), the step gate
 // (nobody starts a step before the chief has finished the previous one, its checkpoint included)
 // and the agreed stop; on the chief the parameter servers' health checker, which places the
-// barrier when one is unhealthy.
+// barrier when one is unhealthy. The step gate waits under the watch of the job's processes.
 func (w *worker) hooks() []runhook.Hook {
 	var hooks []runhook.Hook
 	if w.sync != nil {
-		hooks = append(hooks, w.sync.Hook(w.model))
+		hooks = append(hooks, waitHook{Hook: w.sync.Hook(w.model), p: w.peers})
 	}
 	if w.r.chief() {
 		hooks = append(hooks, pscheck.NewHook(pscheck.Config{Barrier: w.barrier, NumPS: w.router.NumPS(),
 			Probe: pscheck.RemoteProbe(psservers.Clients(w.router), w.cfg.DNN.PSTimeout)}))
 	}
 	return hooks
+}
+
+// watchHook starts the watch of the job's other processes (nil with one worker).
+func (w *worker) watchHook(disc discovery.ServiceDiscovery) runhook.Hook {
+	if w.peers == nil || disc == nil {
+		return nil
+	}
+	psAddrs := make([]string, w.router.NumPS())
+	for i := range psAddrs {
+		psAddrs[i] = w.router.Client(i).Addr()
+	}
+	return &watchHook{p: w.peers, targets: func(ctx context.Context) ([]peer, error) {
+		return peerTargets(ctx, disc, w.r, w.cfg.Run.ModelDir, psAddrs)
+	}}
 }
 
 // awaitChief makes a worker other than the chief wait until the chief has restored (the chief
