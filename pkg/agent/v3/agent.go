@@ -20,8 +20,10 @@
 // config cannot be applied (no or an unknown version policy) is skipped, or keeps its previous
 // config, and the rest of the layout loads; latest_once, which TF Serving does not know (the
 // reference crashed on it), serves the newest version present when the agent first sees the
-// model, for the agent's life, waiting until one exists; stopping is driven by a context instead
-// of signal handlers installed by the constructor, and the agent does not SIGKILL its own process.
+// model, for the agent's life, waiting until one exists (a pinned version TF Serving fails to
+// load moves the pin to the next older one, so the newest version that loads serves); stopping is
+// driven by a context instead of signal handlers installed by the constructor, and the agent does
+// not SIGKILL its own process.
 //
 // Additions: the agent reads every version TF Serving has of each model (VersionLister), so a
 // version that failed to load is on the status endpoint (/status, the page), logged once at WARN
@@ -670,7 +672,7 @@ func (a *Agent) sync(ctx context.Context) (pending bool, err error) {
 		}
 		return true, err
 	}
-	a.noteFailures(failedLoads(versions))
+	a.failedLatestOnce(a.noteFailures(failedLoads(versions)))
 	statuses := newestAvailable(versions)
 	a.metrics.SetModelStates(countStates(statuses))
 	var models []backend.SavedModel

@@ -219,3 +219,55 @@ func syncCount(t *testing.T, m *agentstatus.Metrics) int {
 	}
 	return n
 }
+
+// TestLatestOnceFailedVersion: a latest_once saved model (agentctl decl's policy of the PS
+// sub-graphs) is pinned to the newest version on disk; when TF Serving fails to load it the pin
+// moves to the next older version, and on, so the model serves the newest version that loads
+// instead of none, the failure reported. Newer versions that appear later stay unserved (latest
+// once).
+func TestLatestOnceFailedVersion(t *testing.T) {
+	leakcheck.Check(t)
+	base := filepath.Join(t.TempDir(), "ps_0")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeVersion(t, base, 1, true)
+	writeVersion(t, base, 2, false)
+	writeVersion(t, base, 3, false)
+	ring := agentstatus.NewErrorRing(100)
+	log := slog.New(ring.Handler(slog.DiscardHandler))
+	a, ctl := fakeAgent(t, nil, nil, func(o *Options) {
+		o.TFS = func(file string) (tfs.Process, error) { return modelServerProc(file, quiet), nil }
+		o.Logger = log
+		o.SyncInterval, o.PendingSyncInterval = 20*time.Millisecond, 10*time.Millisecond
+	})
+	data := fmt.Sprintf(`{"model_base_path": %q, "version_policy": "latest_once"}`, base)
+	if _, err := ctl.Create(context.Background(), "/gip/saved_models/m/ps_0", []byte(data), zk.CreateOptions{MakePath: true}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ctl, "m", "ps_0")
+	settle(t, a)
+	eventually(t, "ready, m:ps_0 serving version 1", func() bool {
+		c, _ := readyz(t, a)
+		f := a.Status(context.Background()).FailedLoads
+		return c == 200 && len(f) == 2 && f[0].Version == 3 && f[1].Version == 2 && f[0].ServingVersion == 1
+	})
+	text, err := a.TFS().ModelConfigText()
+	if err != nil || !strings.Contains(text, "specific {\n        versions: 1\n") {
+		t.Errorf("model config file (%v):\n%s", err, text)
+	}
+	moved := 0
+	for _, r := range ring.Records() {
+		if r.Message == "latest_once saved model moved to an older version: its pinned version failed to load" {
+			moved++
+		}
+	}
+	if moved != 2 {
+		t.Errorf("%d pin moves logged, want 2 (3 -> 2 -> 1)", moved)
+	}
+	writeVersion(t, base, 4, true)
+	time.Sleep(100 * time.Millisecond)
+	if text2, _ := a.TFS().ModelConfigText(); text2 != text {
+		t.Errorf("a newer version changed the latest_once config:\n%s", text2)
+	}
+}

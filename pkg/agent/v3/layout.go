@@ -140,10 +140,43 @@ func savedModelNode(bzid string, sm backend.SavedModel) string {
 // latestOncePins remembers the version each latest_once saved model was resolved to, for the
 // agent's life: "latest once" is the newest version present when the agent first sees the model,
 // and it stays on it however many newer ones appear. A saved model declared again with another
-// base path is resolved again.
+// base path is resolved again. A pinned version TF Serving fails to load is replaced by the
+// newest older one on disk that has not failed (fail), so the model serves the newest version
+// that loads rather than none.
 type latestOncePins struct {
 	mu   sync.Mutex
 	pins map[[2]string]int64 // {saved model, base path} -> version
+}
+
+// fail notes that TF Serving failed to load version of savedModel: when it is the version pinned
+// (under any base path), the pin moves to the newest older version under that base path; repinned
+// lists the moves. With no older version the pin stays.
+func (p *latestOncePins) fail(savedModel string, version int64) (repinned []repin) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, v := range p.pins {
+		if key[0] != savedModel || v != version {
+			continue
+		}
+		vs, err := modelconfig.VersionDirs(key[1])
+		if err != nil {
+			continue
+		}
+		for i := len(vs) - 1; i >= 0; i-- {
+			if vs[i].Number < version {
+				p.pins[key] = vs[i].Number
+				repinned = append(repinned, repin{base: key[1], from: version, to: vs[i].Number})
+				break
+			}
+		}
+	}
+	return repinned
+}
+
+// repin is a latest_once pin moved off a version that failed to load.
+type repin struct {
+	base     string
+	from, to int64
 }
 
 // resolve returns the pinned version, or pins the newest version under base; fresh says it was
@@ -194,6 +227,31 @@ func (a *Agent) LayoutUpdate(entries []backend.LayoutEntry) bool {
 	a.entries, a.haveEntries = entries, true
 	a.applyLayout(true)
 	return true
+}
+
+// failedLatestOnce moves the pins of latest_once saved models off versions that failed to load
+// (failed: those newly seen) and applies the layout again when one moved, so TF Serving loads the
+// next older version.
+func (a *Agent) failedLatestOnce(failed []agentstatus.FailedLoad) {
+	moved := false
+	for _, f := range failed {
+		for _, r := range a.pins.fail(f.Model, f.Version) {
+			moved = true
+			a.log.Warn("latest_once saved model moved to an older version: its pinned version failed to load", "saved_model", f.Model,
+				"base_path", r.base, "failed_version", r.from, "version", r.to)
+		}
+	}
+	if !moved {
+		return
+	}
+	a.layoutMu.Lock()
+	defer a.layoutMu.Unlock()
+	a.mu.Lock()
+	stopped := a.stopped
+	a.mu.Unlock()
+	if !stopped && a.haveEntries {
+		a.applyLayout(false)
+	}
 }
 
 // recheckLatestOnce applies the last layout again while a latest_once saved model waits for its

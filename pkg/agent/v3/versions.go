@@ -95,9 +95,9 @@ type failureKey struct {
 
 // noteFailures logs each failed load once (WARN) and counts it when it is first seen, sets the
 // failed loads gauge, and forgets the failures TF Serving no longer reports (a version retried
-// under a new config, or gone), so a later failure of the same version is logged again. Called by
-// the sync with what it read.
-func (a *Agent) noteFailures(failed []agentstatus.FailedLoad) {
+// under a new config, or gone), so a later failure of the same version is logged again. It
+// returns the failures first seen. Called by the sync with what it read.
+func (a *Agent) noteFailures(failed []agentstatus.FailedLoad) (fresh []agentstatus.FailedLoad) {
 	a.failMu.Lock()
 	defer a.failMu.Unlock()
 	now := make(map[failureKey]bool, len(failed))
@@ -109,6 +109,7 @@ func (a *Agent) noteFailures(failed []agentstatus.FailedLoad) {
 		if a.failures[k] {
 			continue
 		}
+		fresh = append(fresh, f)
 		a.metrics.LoadFailure(f.Model)
 		serving := "none"
 		if f.ServingVersion != 0 {
@@ -119,6 +120,7 @@ func (a *Agent) noteFailures(failed []agentstatus.FailedLoad) {
 	}
 	a.failures = now
 	a.metrics.SetFailedLoads(counts)
+	return fresh
 }
 
 // unavailable is why each saved model the layout's filters passed serves no version, by name
