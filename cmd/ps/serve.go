@@ -22,6 +22,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/embedding/initializer"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/runconfig"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 	"github.com/monolith-go/monolith/pkg/trainenv"
 )
 
@@ -87,6 +88,12 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 			srv.Close()
 			return cli.Usage(err)
 		}
+		tlsFiles := tlsconfig.Files{Cert: f.TlsCert, Key: f.TlsKey, CA: f.TlsCa}
+		serverOpts, err := tlsFiles.ServerOption()
+		if err != nil {
+			srv.Close()
+			return cli.Usage(err)
+		}
 		lis, err := net.Listen("tcp", listen)
 		if err != nil {
 			srv.Close()
@@ -100,7 +107,7 @@ func serve(ctx context.Context, c cmdFlags, given func(string) bool, stdout io.W
 				stopSync()
 			}
 		}()
-		running := srv.Serve(lis)
+		running := srv.Serve(lis, serverOpts...)
 		defer stopServer(running, f.GracePeriod, log)
 		addr := fixed
 		if addr == "" {

@@ -10,9 +10,11 @@ import (
 	"sync"
 
 	cputrainingspec "github.com/monolith-go/monolith/gen/spec/native_training/cpu_training"
+	"github.com/monolith-go/monolith/internal/cli"
 	"github.com/monolith-go/monolith/pkg/modelserver/entry"
 	"github.com/monolith-go/monolith/pkg/paramsync"
 	"github.com/monolith-go/monolith/pkg/ps"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 )
 
 // syncTargets parses --sync_targets, a comma list of host:port (none when empty).
@@ -59,8 +61,14 @@ func startSync(ctx context.Context, f cputrainingspec.PSFlags, srv *ps.Server, i
 		closeAgent()
 		return nil, fmt.Errorf("parameter sync metrics: %w", err)
 	}
+	// The targets are model servers: this server's certificate is its client identity there.
+	creds, err := tlsconfig.Files{Cert: f.TlsCert, Key: f.TlsKey, CA: f.TlsCa}.ClientCredentials()
+	if err != nil {
+		closeAgent()
+		return nil, cli.Usage(err)
+	}
 	p, err := paramsync.New(paramsync.Config{Source: srv, Targets: targets, Model: f.SyncModelName, Shard: index,
-		Interval: f.SyncInterval, Timeout: f.SyncTimeout, Metrics: m, Logger: log})
+		Interval: f.SyncInterval, Timeout: f.SyncTimeout, Metrics: m, Logger: log, Credentials: creds})
 	if err != nil {
 		closeAgent()
 		return nil, fmt.Errorf("parameter sync: %w", err)

@@ -71,5 +71,8 @@ type PSFlags struct {
 	SyncAgentAddr    string        `name:"sync_agent_addr" help:"Parameter sync: host:port of an AgentService of the serving deployment, whose HeartBeat lists the replicas of <sync_model_name>:ps_<index> (agent v3 answers HeartBeat, not GetReplicas); asked every --sync_interval and sooner after a failed push." default:""`
 	SyncInterval     time.Duration `name:"sync_interval" help:"Parameter sync: the period of the pushes (the reference's: 10s). (default: ${default})" default:"5s"`
 	SyncTimeout      time.Duration `name:"sync_timeout" help:"Parameter sync: the deadline of one try of one push request (up to 3 tries on UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED or ABORTED; a target still unavailable is skipped until the next push). (default: ${default})" default:"3s"`
+	TlsCert          string        `name:"tls_cert" help:"TLS: this server's certificate (PEM), with --tls_key: the gRPC service serves TLS, and parameter sync presents it to its targets. Empty: plaintext (the default)." default:"" placeholder:"PATH"`
+	TlsKey           string        `name:"tls_key" help:"TLS: the private key (PEM) of --tls_cert." default:"" placeholder:"PATH"`
+	TlsCa            string        `name:"tls_ca" help:"TLS: the CA (PEM) of the peers: with --tls_cert, workers must present a certificate it signed (mutual TLS); parameter sync verifies its targets against it." default:"" placeholder:"PATH"`
 	LogLevel         string        `name:"log_level" help:"Least level of the log on stderr. (default: ${default})" default:"info" enum:"debug,info,warn,error"`
 }
