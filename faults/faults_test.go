@@ -9,11 +9,13 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -175,3 +177,38 @@ func (p *proc) waitOutput(t testing.TB, within time.Duration, s string) {
 
 // rate is a count per second over a window, for the reports.
 func rate(n int, d time.Duration) string { return fmt.Sprintf("%.1f/s", float64(n)/d.Seconds()) }
+
+// A partition is silent: a connect to a partitioned port times out (its SYNs are dropped), where
+// one to a port nothing listens on is refused at once; healed, the port answers again. (Main
+// checks this too before any test runs.)
+func TestPartitionIsSilent(t *testing.T) {
+	netns.Require(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := freePort(t)
+	begin := time.Now()
+	_, err = net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(closed), time.Second)
+	refused := time.Since(begin)
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a connect to a closed port: %v, want refused", err)
+	}
+	cut := netns.Partition(t, ln.Addr().(*net.TCPAddr).Port)
+	begin = time.Now()
+	_, err = net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a connect to the partitioned port: %v after %v, want a timeout", err, time.Since(begin))
+	}
+	t.Logf("a connect to a partitioned port timed out after %v (one to a closed port was refused in %v)", time.Since(begin).Round(time.Millisecond), refused)
+	if err := cut.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("a connect to the healed port: %v", err)
+	}
+	c.Close()
+}
