@@ -111,8 +111,8 @@ type cluster struct {
 	zk, job   string
 	modelDir  string
 	psTimeout time.Duration
-	// args are more flags of the workers.
-	args []string
+	// args are more flags of the workers, psArgs of the parameter servers.
+	args, psArgs []string
 }
 
 // common are the flags every process of the job shares.
@@ -124,7 +124,7 @@ func (c cluster) common() []string {
 func (c cluster) startPS(i int) *proc {
 	t := c.t
 	t.Helper()
-	p := startProc(t, fmt.Sprintf("ps %d", i), psBin.Path(t), nil, append(c.common(), fmt.Sprintf("--index=%d", i), "--status_addr=")...)
+	p := startProc(t, fmt.Sprintf("ps %d", i), psBin.Path(t), nil, append(append(c.common(), fmt.Sprintf("--index=%d", i), "--status_addr="), c.psArgs...)...)
 	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(p.stdout.String(), fmt.Sprintf("registered ps.%d at ", i)) {
 		select {

@@ -81,6 +81,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/hooks/runhook"
 	"github.com/monolith-go/monolith/pkg/runconfig"
 	"github.com/monolith-go/monolith/pkg/runner/checkpoint"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 	"github.com/monolith-go/monolith/pkg/trainenv"
 	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
@@ -272,6 +273,14 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 	cfg := jobConfig(c, rc, d)
 	if err := cfg.Check(); err != nil {
 		return cli.Usage(err)
+	}
+	if psTLS := (tlsconfig.Files{Cert: f.TlsCert, Key: f.TlsKey, CA: f.TlsCa}); psTLS.Enabled() {
+		// The job's parameter servers (cmd/ps --tls_*) are reached over TLS.
+		opt, err := psTLS.DialOption()
+		if err != nil {
+			return cli.Usage(err)
+		}
+		cfg.DNN.PSDialOptions = append(cfg.DNN.PSDialOptions, opt)
 	}
 	if cfg.Discovery, err = jobdiscovery.Options(rc, d.env, log); err != nil {
 		return cli.Usage(err)

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"os"
@@ -136,6 +137,9 @@ type DNNConfig struct {
 	// PSTimeout is the deadline of each parameter server call, and the longest a worker waits
 	// for the others at the dense allreduce.
 	PSTimeout time.Duration
+	// PSDialOptions are added to the connections to the job's parameter servers (the
+	// discovered ones; TLS credentials: pkg/tlsconfig).
+	PSDialOptions []grpc.DialOption
 }
 
 // SparseFeature is a sparse feature's model settings.

@@ -78,7 +78,7 @@ func startWorker(ctx context.Context, cfg Config, disc discovery.ServiceDiscover
 		if err := psservers.CheckHealth(ctx, w.router, d.PSTimeout); err != nil {
 			return nil, err
 		}
-	} else if w.router, err = psservers.Find(ctx, disc, rc.NumPS, d.PSTimeout, cfg.DiscoveryTimeout, log); err != nil {
+	} else if w.router, err = psservers.Find(ctx, disc, rc.NumPS, d.PSTimeout, cfg.DiscoveryTimeout, log, d.PSDialOptions...); err != nil {
 		return nil, err
 	} else {
 		addrs := make([]string, w.router.NumPS())

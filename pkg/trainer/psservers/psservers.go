@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"log/slog"
 	"net"
 	"strings"
@@ -94,7 +95,7 @@ func (l *Local) Stop() error {
 // and each of them answers its health check as the index it is registered under, healthy (a
 // registration a crashed server left behind is replaced by its successor's meanwhile). It returns
 // a router over them whose calls are bounded by callTimeout.
-func Find(ctx context.Context, disc discovery.ServiceDiscovery, numPS int, callTimeout, wait time.Duration, log *slog.Logger) (*ps.Router, error) {
+func Find(ctx context.Context, disc discovery.ServiceDiscovery, numPS int, callTimeout, wait time.Duration, log *slog.Logger, dial ...grpc.DialOption) (*ps.Router, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var last error
@@ -110,7 +111,7 @@ func Find(ctx context.Context, disc discovery.ServiceDiscovery, numPS int, callT
 			for i := range addrs {
 				addrs[i] = got[i]
 			}
-			router, err := ps.NewRouter(ps.RouterConfig{Addrs: addrs, CallTimeout: callTimeout})
+			router, err := ps.NewRouter(ps.RouterConfig{Addrs: addrs, CallTimeout: callTimeout, DialOptions: dial})
 			if err != nil {
 				return nil, err
 			}
