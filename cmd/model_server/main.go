@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"net"
@@ -46,6 +47,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/modelserver"
 	"github.com/monolith-go/monolith/pkg/modelserver/entry"
 	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 )
 
 const name = "model_server"
@@ -133,6 +135,16 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 	if f.RestAPIPort != 0 {
 		log.Info("no REST API is served; --rest_api_port ignored", "rest_api_port", f.RestAPIPort)
 	}
+	tlsFiles := tlsconfig.Files{Cert: f.TLSCert, Key: f.TLSKey, CA: f.TLSCA}
+	serverOpts, err := tlsFiles.ServerOption()
+	if err != nil {
+		return cli.Usage(err)
+	}
+	// The same certificate is the server's client identity at the PS replicas and the agent.
+	creds, err := tlsFiles.ClientCredentials()
+	if err != nil {
+		return cli.Usage(err)
+	}
 	agentAddr := f.AgentAddr
 	if p, ok := env(agentPortEnv); agentAddr == "" && ok && p != "" {
 		agentAddr = net.JoinHostPort("localhost", p)
@@ -141,7 +153,8 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 	// does.
 	replicas := &entry.LazyReplicas{
 		New: func() (*entry.AgentReplicas, error) {
-			return entry.NewAgentReplicas(entry.AgentOptions{Addr: agentAddr, Interval: f.AgentHeartbeatInterval, Logger: log})
+			return entry.NewAgentReplicas(entry.AgentOptions{Addr: agentAddr, Interval: f.AgentHeartbeatInterval, Logger: log,
+				DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(creds)}})
 		},
 		Stopped: errors.New("model server stopped"),
 	}
@@ -157,11 +170,12 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 		retries = -1 // the flag's 0 is none; entry.Config's 0 is its default
 	}
 	loader := entry.NewLoader(entry.Config{
-		Replicas: entryReplicas,
-		Timeout:  time.Duration(f.EntryToPSRPCTimeout) * time.Millisecond,
-		Retries:  retries,
-		Metrics:  entry.NewMetrics(metrics.Registry()),
-		Logger:   log,
+		Replicas:    entryReplicas,
+		Timeout:     time.Duration(f.EntryToPSRPCTimeout) * time.Millisecond,
+		Retries:     retries,
+		Metrics:     entry.NewMetrics(metrics.Registry()),
+		Logger:      log,
+		Credentials: creds,
 	})
 	defer loader.Close()
 
@@ -178,6 +192,7 @@ func serve(ctx context.Context, f modelserverspec.ModelServerFlags, stdout io.Wr
 		FileSystemPollInterval: time.Duration(f.FileSystemPollWaitSeconds) * time.Second,
 		Metrics:                metrics,
 		Logger:                 log,
+		ServerOptions:          serverOpts,
 	}
 	var cfg = modelserver.SingleModelConfig(f.ModelName, f.ModelBasePath)
 	switch {

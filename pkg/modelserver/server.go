@@ -38,6 +38,8 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
+	// ServerOptions are added to the gRPC server's (TLS credentials: pkg/tlsconfig).
+	ServerOptions []grpc.ServerOption
 }
 
 // Server is the model server: ModelService and PredictionService over a Manager, with the loops
@@ -92,7 +94,7 @@ func New(cfg *servingconfig.ModelServerConfig, opts Options) (*Server, error) {
 	if err := CheckConfig(cfg.GetModelConfigList().GetConfig()); err != nil {
 		return nil, errkind.Wrap(errkind.Value, fmt.Errorf("model server config: %w", err))
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}, opts.ServerOptions...)...)
 	run, err := grpcrun.Listen("model server", opts.Addr, gs, log)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -74,6 +75,8 @@ type AgentOptions struct {
 	// Timeout bounds one HeartBeat (default DefaultAgentTimeout).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// DialOptions are added to the connection to the agent (TLS credentials: pkg/tlsconfig).
+	DialOptions []grpc.DialOption
 }
 
 // AgentReplicas finds the PS replicas as Monolith's entry does (AgentHeartbeat): it asks the
@@ -115,7 +118,7 @@ func NewAgentReplicas(opts AgentOptions) (*AgentReplicas, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	client, err := agentsvc.Dial(opts.Addr, agentsvc.ClientOptions{Timeout: opts.Timeout})
+	client, err := agentsvc.Dial(opts.Addr, agentsvc.ClientOptions{Timeout: opts.Timeout, DialOptions: opts.DialOptions})
 	if err != nil {
 		return nil, err
 	}
