@@ -36,6 +36,7 @@ import (
 	agentrun "github.com/monolith-go/monolith/pkg/agent/run"
 	agentstatus "github.com/monolith-go/monolith/pkg/agent/status"
 	agentv3 "github.com/monolith-go/monolith/pkg/agent/v3"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 )
 
 // cmdFlags is the agent's command line: the flags the specs declare.
@@ -97,14 +98,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		}
 	}
 	var err error
-	if c.Conf == "" {
+	svcOpts, tlsErr := tlsconfig.Files{Cert: c.TlsCert, Key: c.TlsKey, CA: c.TlsCa}.ServerOption()
+	switch {
+	case tlsErr != nil:
+		return cli.Exit("agent", cli.Usage(tlsErr), stderr)
+	case c.Conf == "":
 		err = runDemo(ctx, c, stdout, log, ring, onReady)
-	} else {
+	default:
 		err = agentrun.Main(ctx, agentrun.Options{
 			ConfFile: c.Conf, TFSLog: c.TFSLog, StatusAddr: c.StatusAddr, Logger: log, RecentErrors: ring,
 			TFSBinary: c.TFSBinary, TFSBinaryFrom: "--tfs_binary", TFSDir: c.TFSDir,
 			ZKSessionTimeout: c.ZKSessionTimeout, ZKConnectTimeout: zkConnectTimeout(c.ZKConnectTimeout),
-			AdvertiseHost: c.AdvertiseHost, TFSRestart: c.TFSRestart,
+			AdvertiseHost: c.AdvertiseHost, TFSRestart: c.TFSRestart, ServiceHost: c.ServiceHost, ServiceOptions: svcOpts,
 			OnReady: func(r agentrun.Ready) { printRunning(stdout, r); onReady(r) },
 		})
 	}

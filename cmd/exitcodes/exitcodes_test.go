@@ -112,6 +112,12 @@ func TestUsageErrors(t *testing.T) {
 		{"train", []string{"--status_addr=:99999"}, ":99999"},
 		{"train", []string{"--controller_addr=127.0.0.1:notaport", "--demo_examples=2000", "--model_dir=" + filepath.Join(dir, "m")}, "notaport"},
 		{"train", []string{"--batch_size=0"}, "--batch_size"},
+		// TLS files given by half.
+		{"agent", []string{"--tls_cert=x.pem"}, "--tls_cert and --tls_key: give both or neither"},
+		{"model_server", []string{"--port=0", "--status_addr=", "--tls_cert=x.pem"}, "--tls_cert and --tls_key: give both or neither"},
+		{"ps", []string{"--status_addr=", "--tls_key=x.pem"}, "--tls_cert and --tls_key: give both or neither"},
+		{"train", []string{"--tls_cert=x.pem"}, "--tls_cert and --tls_key: give both or neither"},
+		{"ps", []string{"--status_addr=", "--tls_cert=/nonexistent/c.pem", "--tls_key=/nonexistent/k.pem"}, "/nonexistent/c.pem"},
 	} {
 		t.Run(tc.name+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -31,10 +31,18 @@ type Server struct {
 // `port or 0`) and registers svc. The server answers once Start is called. opts are added to the
 // server's; a unary interceptor among them sees a cached answer as an opaque pre-encoded value.
 func Listen(svc *Service, port int, opts ...grpc.ServerOption) (*Server, error) {
+	return ListenOn(svc, "", port, opts...)
+}
+
+// ListenOn is Listen on host ("": every address, as Listen; "127.0.0.1": loopback only).
+func ListenOn(svc *Service, host string, port int, opts ...grpc.ServerOption) (*Server, error) {
 	if port < 0 || port > 65535 {
 		return nil, fmt.Errorf("agent service: port %d out of range", port)
 	}
-	lis, err := net.Listen("tcp", net.JoinHostPort("::", strconv.Itoa(port)))
+	if host == "" {
+		host = "::"
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("agent service: listen: %w", err)
 	}

@@ -10,6 +10,7 @@ package agentrun
 import (
 	"context"
 	"fmt"
+	"google.golang.org/grpc"
 	"log/slog"
 	"maps"
 	"slices"
@@ -57,6 +58,10 @@ type Params struct {
 	// TFSRestart makes agent v3 restart TF Serving when its process exits instead of stopping
 	// (agentv3.Options.TFSRestart; the command's --tfs_restart). Agent v1 ignores it.
 	TFSRestart bool
+	// ServiceHost and ServiceOptions are where agent v3's AgentService listens and its gRPC
+	// server's options (TLS; agentv3.Options). Agent v1 ignores them.
+	ServiceHost    string
+	ServiceOptions []grpc.ServerOption
 }
 
 // Constructor builds the agent of one agent_version.
@@ -124,7 +129,8 @@ func (r *Registry) New(p Params) (Agent, error) {
 func NewV3(p Params) (Agent, error) {
 	return agentv3.New(p.Config, agentv3.Options{ConfPath: p.ConfPath, TFSLog: p.TFSLog, Metrics: p.Metrics, Logger: p.Logger,
 		TFSBinary: p.TFSBinary, TFSBinaryFrom: p.TFSBinaryFrom, TFSDir: p.TFSDir,
-		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout, Host: p.AdvertiseHost, TFSRestart: p.TFSRestart})
+		ZKSessionTimeout: p.ZKSessionTimeout, ZKConnectTimeout: p.ZKConnectTimeout, Host: p.AdvertiseHost, TFSRestart: p.TFSRestart,
+		ServiceHost: p.ServiceHost, ServiceOptions: p.ServiceOptions})
 }
 
 // NewV1 builds agent v1 with its defaults.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"log/slog"
 	"net"
 	"os"
@@ -104,6 +105,10 @@ type Options struct {
 	// TFSRestart makes agent v3 restart TF Serving when it exits (Params.TFSRestart); false: the
 	// agent stops and Main returns the exit, as the reference.
 	TFSRestart bool
+	// ServiceHost and ServiceOptions: where agent v3's AgentService listens, its server's options
+	// (Params).
+	ServiceHost    string
+	ServiceOptions []grpc.ServerOption
 }
 
 func (o *Options) defaults() {
@@ -258,7 +263,7 @@ func runAgent(ctx context.Context, o Options, conf *agentconf.AgentConfig, mpsIn
 	agent, err := o.Registry.New(Params{Config: conf, ConfPath: confPath, TFSLog: tfsLog, Metrics: o.Metrics, Logger: log,
 		TFSBinary: o.TFSBinary, TFSBinaryFrom: o.TFSBinaryFrom, TFSDir: o.TFSDir,
 		ZKSessionTimeout: o.ZKSessionTimeout, ZKConnectTimeout: o.ZKConnectTimeout, AdvertiseHost: o.AdvertiseHost,
-		TFSRestart: o.TFSRestart})
+		TFSRestart: o.TFSRestart, ServiceHost: o.ServiceHost, ServiceOptions: o.ServiceOptions})
 	if err != nil {
 		if isConfigKind(err) {
 			return &ConfigError{err}

@@ -146,6 +146,11 @@ type Options struct {
 	// job). TF Serving's log of the process that exited is kept as TFSLog+".prev".
 	TFSRestart                              bool
 	TFSRestartBackoff, TFSRestartBackoffMax time.Duration
+	// ServiceHost is where the AgentService listens ("": every address, as the reference);
+	// ServiceOptions are added to its gRPC server's (TLS credentials: pkg/tlsconfig). The
+	// agent's own calls to its TF Serving stay plaintext on localhost.
+	ServiceHost    string
+	ServiceOptions []grpc.ServerOption
 	// ZKSessionTimeout is the ZooKeeper session timeout asked for (0: zkreal's default);
 	// ZKConnectTimeout bounds the first connect (0: zkreal's default, negative: no bound).
 	ZKSessionTimeout, ZKConnectTimeout time.Duration
@@ -532,8 +537,8 @@ func (a *Agent) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent v3: %w", err)
 	}
-	svc, err := agentsvc.Listen(agentsvc.NewProviderService(a.AddrsMap, res, agentsvc.WithLogger(a.opts.Logger)),
-		*a.conf.AgentPort, grpc.UnaryInterceptor(a.metrics.UnaryServerInterceptor()))
+	svc, err := agentsvc.ListenOn(agentsvc.NewProviderService(a.AddrsMap, res, agentsvc.WithLogger(a.opts.Logger)),
+		a.opts.ServiceHost, *a.conf.AgentPort, append([]grpc.ServerOption{grpc.UnaryInterceptor(a.metrics.UnaryServerInterceptor())}, a.opts.ServiceOptions...)...)
 	if err != nil {
 		return fmt.Errorf("agent v3: %w", err)
 	}
