@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"maps"
@@ -42,6 +43,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/pyfmt"
 	"github.com/monolith-go/monolith/pkg/pytext"
 	"github.com/monolith-go/monolith/pkg/resource"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 	"github.com/monolith-go/monolith/pkg/zk"
 	"github.com/monolith-go/monolith/pkg/zk/zkreal"
 )
@@ -246,7 +248,11 @@ func (c *command) dialAgent() (*agentsvc.Client, error) {
 		}
 		target = t
 	}
-	client, err := agentsvc.Dial(target, agentsvc.ClientOptions{Timeout: c.Timeout})
+	creds, err := tlsconfig.Files{Cert: c.TlsCert, Key: c.TlsKey, CA: c.TlsCa}.DialOption()
+	if err != nil {
+		return nil, cli.Usage(err)
+	}
+	client, err := agentsvc.Dial(target, agentsvc.ClientOptions{Timeout: c.Timeout, DialOptions: []grpc.DialOption{creds}})
 	if err != nil {
 		return nil, cli.Usage(err)
 	}

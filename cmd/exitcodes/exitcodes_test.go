@@ -87,6 +87,10 @@ func TestCommonFlags(t *testing.T) {
 // "name: ..." that names what was wrong (logs may come before it).
 func TestUsageErrors(t *testing.T) {
 	dir := t.TempDir()
+	agentConf := filepath.Join(dir, "agent.conf")
+	if err := os.WriteFile(agentConf, []byte("bzid demo\nbase_name m\ndeploy_type unified\nagent_version 3\nzk_servers 127.0.0.1:2181\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -118,6 +122,8 @@ func TestUsageErrors(t *testing.T) {
 		{"ps", []string{"--status_addr=", "--tls_key=x.pem"}, "--tls_cert and --tls_key: give both or neither"},
 		{"train", []string{"--tls_cert=x.pem"}, "--tls_cert and --tls_key: give both or neither"},
 		{"ps", []string{"--status_addr=", "--tls_cert=/nonexistent/c.pem", "--tls_key=/nonexistent/k.pem"}, "/nonexistent/c.pem"},
+		{"tfs_client", []string{"--cmd_type=status", "--target=127.0.0.1:1", "--model_name=m", "--tls_ca=/nonexistent/ca.pem"}, "--tls_ca: open /nonexistent/ca.pem"},
+		{"agent_client", []string{"--conf=" + agentConf, "--cmd_type=hb", "--target=127.0.0.1:1", "--tls_key=k.pem"}, "--tls_cert and --tls_key: give both or neither"},
 	} {
 		t.Run(tc.name+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

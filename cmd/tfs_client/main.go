@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
@@ -43,6 +42,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/modelserver/tensors"
 	"github.com/monolith-go/monolith/pkg/pytext"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
 )
 
 // cmdFlags is the command line: the flags the specs declare.
@@ -185,7 +185,11 @@ func execute(ctx context.Context, c cmdFlags, stdout io.Writer, log *slog.Logger
 		return cli.Usage(fmt.Errorf("--cmd_type %q is not one of get, status, meta, load, profile", c.CmdType))
 	}
 
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := transport(c)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(addr, creds)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("target %q: %w", addr, err))
 	}
@@ -482,4 +486,13 @@ func fileInput(c cmdFlags, path string) (string, *tfframework.TensorProto, error
 		}
 		return name, tensor, nil
 	}
+}
+
+// transport is the connection's credentials: TLS from --tls_*, else plaintext.
+func transport(c cmdFlags) (grpc.DialOption, error) {
+	opt, err := tlsconfig.Files{Cert: c.TlsCert, Key: c.TlsKey, CA: c.TlsCa}.DialOption()
+	if err != nil {
+		return nil, cli.Usage(err)
+	}
+	return opt, nil
 }

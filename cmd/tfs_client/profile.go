@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	"github.com/monolith-go/monolith/internal/cli"
@@ -54,8 +53,12 @@ func profileCommand(ctx context.Context, c cmdFlags, model string, targets []str
 		}
 	}()
 	var clients []servingapis.PredictionServiceClient
+	creds, err := transport(c)
+	if err != nil {
+		return err
+	}
 	for _, t := range targets {
-		conn, err := grpc.NewClient(t, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(t, creds)
 		if err != nil {
 			return cli.Usage(fmt.Errorf("target %q: %w", t, err))
 		}

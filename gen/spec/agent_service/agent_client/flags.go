@@ -19,4 +19,7 @@ type AgentClientFlags struct {
 	Ckpt       string        `name:"ckpt" help:"ckpt name (empty: None)" default:""`
 	NumShard   int           `name:"num_shard" help:"number of shard will use of current model (default: ${default})" default:"-1"`
 	Timeout    time.Duration `name:"timeout" help:"deadline of the whole command: the gRPC call, or connecting to ZooKeeper and every call made there (default: ${default})" default:"30s"`
+	TlsCa      string        `name:"tls_ca" help:"TLS: the CA (PEM) the server's certificate is verified against (a server started with --tls_*); empty, with no --tls_cert: plaintext" default:"" placeholder:"PATH"`
+	TlsCert    string        `name:"tls_cert" help:"TLS: this client's certificate (PEM), with --tls_key, for a mutual-TLS server" default:"" placeholder:"PATH"`
+	TlsKey     string        `name:"tls_key" help:"TLS: the private key (PEM) of --tls_cert" default:"" placeholder:"PATH"`
 }

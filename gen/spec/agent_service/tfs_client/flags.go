@@ -34,4 +34,7 @@ type TFSClientFlags struct {
 	ProfileJSON      string        `name:"profile_json" help:"profile: also write the summary as JSON to this file (-: to stdout, instead of the text summary)" default:"" placeholder:"PATH" group:"Profile (--cmd_type=profile)"`
 	CPUProfile       string        `name:"cpu_profile" help:"profile: write a CPU profile (pprof) of this client during the load to this file" default:"" placeholder:"PATH" group:"Profile (--cmd_type=profile)"`
 	Timeout          time.Duration `name:"timeout" help:"deadline of the RPC (profile: of each request) (default: ${default})" default:"30s"`
+	TlsCa            string        `name:"tls_ca" help:"TLS: the CA (PEM) the server's certificate is verified against (a server started with --tls_*); empty, with no --tls_cert: plaintext" default:"" placeholder:"PATH"`
+	TlsCert          string        `name:"tls_cert" help:"TLS: this client's certificate (PEM), with --tls_key, for a mutual-TLS server" default:"" placeholder:"PATH"`
+	TlsKey           string        `name:"tls_key" help:"TLS: the private key (PEM) of --tls_cert" default:"" placeholder:"PATH"`
 }
