@@ -13,6 +13,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/modelconfig"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
+	"github.com/monolith-go/monolith/pkg/trainer/inprocess/inprocexport"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
 
@@ -149,7 +150,7 @@ func trainDemoModel(ctx context.Context, modelDir, exportBase string, log *slog.
 	step := model.GlobalStep()
 	log.Info("demo model: trained", "steps", step, "loss", loss, "took", time.Since(start).Round(time.Millisecond))
 
-	res, err := job.Export(ctx, modelDir, demoNumPS, 1, exportBase)
+	res, err := inprocexport.Export(ctx, job, modelDir, demoNumPS, 1, exportBase)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/export"

@@ -36,6 +36,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/paramsync"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/inprocess"
+	"github.com/monolith-go/monolith/pkg/trainer/inprocess/inprocexport"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
 	"github.com/monolith-go/monolith/pkg/trainer/kafkastream"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
@@ -401,7 +402,7 @@ func (t *trainer) run(ctx context.Context, s *job.Stream, start time.Time) error
 		if !exported && time.Since(start) >= t.cfg.Warmup {
 			exported = true
 			bases := []string{filepath.Join(t.workDir, "export", ServedModel), filepath.Join(t.workDir, "export", FrozenModel)}
-			if _, err := t.job.Export(ctx, filepath.Join(t.workDir, "model"), t.cfg.NumPS, 1, bases...); err != nil {
+			if _, err := inprocexport.Export(ctx, t.job, filepath.Join(t.workDir, "model"), t.cfg.NumPS, 1, bases...); err != nil {
 				return fmt.Errorf("export: %w", err)
 			}
 			t.exported <- bases

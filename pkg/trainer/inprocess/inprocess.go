@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -20,8 +18,6 @@ import (
 	initializerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/initializer"
 	optimizerpb "github.com/monolith-go/monolith/gen/pb/monolith/native_training/runtime/hash_table/optimizer"
 	"github.com/monolith-go/monolith/pkg/embedding/initializer"
-	"github.com/monolith-go/monolith/pkg/estimator/ckptdir"
-	"github.com/monolith-go/monolith/pkg/export"
 	"github.com/monolith-go/monolith/pkg/ps"
 	"github.com/monolith-go/monolith/pkg/trainer/dnn"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
@@ -133,34 +129,4 @@ func (j *Job) Close() {
 		s.Stop(ctx)
 		cancel()
 	}
-}
-
-// Export checkpoints the model's current step into modelDir as cmd/train's chief does (the
-// parameter servers dump the tables, then the dense part is saved; the directory keeps that
-// checkpoint only) and exports it into each of bases with numPS PS sub-graphs, keeping keep
-// versions there (0: all). Training must not run meanwhile.
-func (j *Job) Export(ctx context.Context, modelDir string, numPS, keep int, bases ...string) ([]*export.Result, error) {
-	quiet := slog.New(slog.DiscardHandler)
-	cp, err := ckptdir.Open(ckptdir.Options{Dir: modelDir, MaxToKeep: 1, Log: quiet})
-	if err != nil {
-		return nil, err
-	}
-	step := j.Model.GlobalStep()
-	prefix := filepath.Join(modelDir, "model.ckpt-"+strconv.FormatInt(step, 10))
-	if _, err := j.Router.Save(ctx, prefix+export.EmbeddingsSuffix); err != nil {
-		return nil, fmt.Errorf("save the tables: %w", err)
-	}
-	if _, err := cp.Save(ctx, step, j.Model.Tensors()); err != nil {
-		return nil, fmt.Errorf("save the checkpoint: %w", err)
-	}
-	var out []*export.Result
-	for _, base := range bases {
-		res, err := export.Export(ctx, export.Options{ModelDir: modelDir, ExportBase: base,
-			Spec: export.SpecFromDNN(j.Model.Config(), j.Gen.Schema()), NumPS: numPS, Keep: keep, Log: quiet})
-		if err != nil {
-			return out, fmt.Errorf("export into %s: %w", base, err)
-		}
-		out = append(out, res)
-	}
-	return out, nil
 }
