@@ -91,6 +91,10 @@ func TestUsageErrors(t *testing.T) {
 	if err := os.WriteFile(agentConf, []byte("bzid demo\nbase_name m\ndeploy_type unified\nagent_version 3\nzk_servers 127.0.0.1:2181\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	badVersion := filepath.Join(dir, "version9.conf")
+	if err := os.WriteFile(badVersion, []byte("bzid demo\nbase_name m\ndeploy_type unified\nagent_version 9\nzk_servers 127.0.0.1:2181\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -98,6 +102,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"agent", []string{"--status_addr=:99999"}, ":99999"},
 		{"agent", []string{"--conf=/nonexistent/agent.conf"}, "/nonexistent/agent.conf"},
+		{"agent", []string{"--conf=" + badVersion, "--status_addr="}, "agent_version error 9: the agent.conf's agent_version is 1 or 3"},
 		{"agent_client", []string{"--cmd_type=nope"}, "--cmd_type"},
 		{"agentctl", []string{"--cmd=nope"}, "--cmd"},
 		{"convert", nil, "--schema is required"},

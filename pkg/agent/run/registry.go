@@ -115,7 +115,8 @@ func (r *Registry) New(p Params) (Agent, error) {
 	case !ok && (v == 1 || v == 3):
 		return nil, errkind.New(errkind.Runtime, "agent v%d not available in this build", v)
 	case !ok:
-		return nil, errkind.New(errkind.Generic, "agent_version error %d", v)
+		// The reference's message, then what it means.
+		return nil, errkind.New(errkind.Generic, "agent_version error %d: the agent.conf's agent_version is 1 or 3 (2 is not supported)", v)
 	}
 	a, err := c(p)
 	if err != nil {

@@ -121,7 +121,7 @@ func TestRegistry(t *testing.T) {
 		{"v3", 3, map[int]Constructor{3: mk}, errkind.Unknown, ""},
 		{"v2 is refused even when registered", 2, map[int]Constructor{2: mk}, errkind.Generic, "agent_version v2 is not support"},
 		{"v1 not built in", 1, map[int]Constructor{3: mk}, errkind.Runtime, "agent v1 not available in this build"},
-		{"unknown version", 4, map[int]Constructor{1: mk, 3: mk}, errkind.Generic, "agent_version error 4"},
+		{"unknown version", 4, map[int]Constructor{1: mk, 3: mk}, errkind.Generic, "agent_version error 4: the agent.conf's agent_version is 1 or 3 (2 is not supported)"},
 		{"constructor error", 3, map[int]Constructor{3: bad}, errkind.Value, "agent v3: boom"},
 	}
 	for _, tc := range tests {
