@@ -1,6 +1,8 @@
 // The fault suite (issue 32 item 7, "partitions, not just kills"): the system's parts, mostly the
 // real binaries of cmd/, run in a private network namespace of the test's (faults/netns), where
-// partitions are iptables DROP rules on their ports. Each scenario states its bound on recovery
+// partitions are iptables DROP rules on their ports, and latency, bandwidth and stalled
+// connections come from toxiproxy proxies in the test's process placed between the parts
+// (faults/toxic: these machines' kernel has no netem). Each scenario states its bound on recovery
 // and logs what it measured ("recovery: ...").
 //
 // Run it alone: go test ./faults/... (as root, with iptables installed; else it skips), or bazel

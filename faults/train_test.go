@@ -19,8 +19,9 @@ type trainJob struct {
 	t        *testing.T
 	psAddrs  []string
 	modelDir string
-	// extra are flags added to the worker's.
-	extra []string
+	// dial are the addresses the worker's TF_CONFIG names for the servers (proxies in front of
+	// them); nil: psAddrs.
+	dial []string
 }
 
 // newTrainJob picks the ports of n parameter servers.
@@ -34,8 +35,12 @@ func newTrainJob(t *testing.T, n int, modelDir string) *trainJob {
 
 // tfConfig is the job's TF_CONFIG with this process's task.
 func (j *trainJob) tfConfig(typ string, index int) string {
+	addrs := j.psAddrs
+	if typ != "ps" && j.dial != nil {
+		addrs = j.dial
+	}
 	return fmt.Sprintf(`{"cluster":{"chief":["127.0.0.1:1"],"worker":[],"ps":["%s"]},"task":{"type":%q,"index":%d}}`,
-		strings.Join(j.psAddrs, `","`), typ, index)
+		strings.Join(addrs, `","`), typ, index)
 }
 
 // startServers starts the job's parameter servers and waits until each serves.
@@ -56,12 +61,13 @@ func (j *trainJob) startServers() []*proc {
 }
 
 // startWorker starts the chief: the demo's generated click log (40000 examples, 2 epochs of 157
-// steps), a checkpoint every 50 steps, every parameter server call bounded by psTimeout.
-func (j *trainJob) startWorker(name string, psTimeout time.Duration) *proc {
+// steps), a checkpoint every 50 steps, every parameter server call bounded by psTimeout; more
+// flags override these.
+func (j *trainJob) startWorker(name string, psTimeout time.Duration, more ...string) *proc {
 	j.t.Helper()
 	args := append([]string{"--discovery_type=primus", "--tf_config=" + j.tfConfig("chief", 0), "--num_ps=" + strconv.Itoa(len(j.psAddrs)),
 		"--model_dir=" + j.modelDir, "--demo_examples=40000", "--epochs=2", "--save_checkpoints_steps=50", "--checkpoints_max_to_keep=100",
-		"--log_step_count_steps=50", "--ps_timeout=" + psTimeout.String(), "--status_addr=", "--discovery_timeout=30s"}, j.extra...)
+		"--log_step_count_steps=50", "--ps_timeout=" + psTimeout.String(), "--status_addr=", "--discovery_timeout=30s"}, more...)
 	return startProc(j.t, name, trainBin.Path(j.t), nil, args...)
 }
 
