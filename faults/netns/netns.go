@@ -8,8 +8,9 @@
 // silent (a connect to a port whose packets are dropped times out, it is not refused), and only
 // then runs the tests. Every process a test starts inherits the namespace, so all their traffic is
 // on the namespace's 127.0.0.1 and nothing can leave the machine. Where the namespace cannot be
-// made (not root) or iptables is not installed, the tests run in the parent and Require skips
-// them, saying why.
+// made (not root) or iptables is not installed, the tests run in the parent, and where iptables
+// does not work in the namespace, in the namespace; Require skips them, saying why. A namespace
+// that is not a fresh one fails the test binary before any test runs.
 //
 // Partition drops every TCP packet to and from some ports (iptables DROP in INPUT, which loopback
 // traffic crosses once each way): connections being made hang in SYN retransmission, established
@@ -49,9 +50,13 @@ var iptables, ip6tables string
 // flag.Parse must have run.
 func Main(m *testing.M) int {
 	if parent, ok := os.LookupEnv(insideEnv); ok {
-		if err := setUp(parent); err != nil {
+		unusable, err := setUp(parent)
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "netns: the private network namespace is not what the fault tests need: %v\n", err)
 			return 1
+		}
+		if unusable != nil {
+			skipReason = "iptables does not work in the private network namespace: " + unusable.Error()
 		}
 		return m.Run()
 	}
@@ -72,7 +77,7 @@ func Main(m *testing.M) int {
 func Require(t testing.TB) {
 	t.Helper()
 	if skipReason != "" {
-		t.Skip("fault tests need a private network namespace: " + skipReason)
+		t.Skip("fault suite skipped: " + skipReason)
 	}
 	if os.Getenv(insideEnv) == "" {
 		t.Fatal("netns.Require outside a test binary whose TestMain calls netns.Main")
@@ -149,25 +154,29 @@ func reexec() (int, error) {
 }
 
 // setUp runs in the child: loopback up, then the checks that this is a fresh namespace whose
-// partitions are silent.
-func setUp(parent string) error {
-	var err error
+// partitions are silent. An error means the namespace is not a fresh one (nothing may run in it);
+// unusable, that iptables does not work in it (the tests skip).
+func setUp(parent string) (unusable, err error) {
 	if iptables, err = lookTool("iptables"); err != nil {
-		return err
+		return err, nil
 	}
 	ip6tables, _ = lookTool("ip6tables") // optional: every address of the tests is 127.0.0.1
 	if id, err := netnsID(); err != nil {
-		return err
+		return nil, err
 	} else if id == parent {
-		return fmt.Errorf("the network namespace %s is the parent's", id)
+		return nil, fmt.Errorf("the network namespace %s is the parent's", id)
 	}
 	if err := loopbackUp(); err != nil {
-		return fmt.Errorf("bringing lo up: %w", err)
+		return nil, fmt.Errorf("bringing lo up: %w", err)
 	}
-	if err := checkFresh(); err != nil {
-		return err
+	if err := checkInterfaces(); err != nil {
+		return nil, err
 	}
-	return checkSilent()
+	// Where iptables works, this namespace must have no rule yet.
+	if unusable, err := checkRules(); unusable != nil || err != nil {
+		return unusable, err
+	}
+	return checkSilent(), nil
 }
 
 // loopbackUp sets IFF_UP on lo (ip link set lo up) with SIOCGIFFLAGS/SIOCSIFFLAGS.
@@ -191,9 +200,8 @@ func loopbackUp() error {
 	return nil
 }
 
-// checkFresh checks that lo is the only interface and is up, that every route is on lo, and that
-// there is no iptables rule (nor chain besides the built-in ones).
-func checkFresh() error {
+// checkInterfaces checks that lo is the only interface and is up, and that every route is on lo.
+func checkInterfaces() error {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return err
@@ -231,21 +239,30 @@ func checkFresh() error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkRules checks that there is no iptables rule nor chain besides the built-in ones (err);
+// unusable says iptables cannot list them. An ip6tables that does not work is not used.
+func checkRules() (unusable, err error) {
 	for _, tool := range []string{iptables, ip6tables} {
 		if tool == "" {
 			continue
 		}
 		out, err := exec.Command(tool, "-w", "-S").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s -S: %v: %s", tool, err, out)
+		if err != nil && tool == ip6tables {
+			ip6tables = ""
+			continue
+		} else if err != nil {
+			return fmt.Errorf("%s -S: %v: %s", tool, err, strings.TrimSpace(string(out))), nil
 		}
 		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			if !strings.HasPrefix(l, "-P ") {
-				return fmt.Errorf("%s already has rules: %q", tool, l)
+				return nil, fmt.Errorf("%s already has rules: %q", tool, l)
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // checkSilent checks that a partitioned port's connects time out (are not refused), and that
@@ -297,7 +314,7 @@ func checkSilent() error {
 type Cut struct {
 	Ports []int
 	mu    sync.Mutex
-	rules [][]string // each an iptables rule spec (without -I/-D), applied with each tool
+	rules []rule // those added
 	since time.Time
 }
 
@@ -325,12 +342,17 @@ func partition(ports ...int) (*Cut, error) {
 	c := &Cut{Ports: ports, since: time.Now()}
 	for _, p := range ports {
 		for _, dir := range []string{"--dport", "--sport"} {
-			rule := []string{"INPUT", "-p", "tcp", dir, strconv.Itoa(p), "-j", "DROP"}
-			if err := apply("-I", rule); err != nil {
-				c.Heal()
-				return nil, err
+			for _, tool := range []string{iptables, ip6tables} {
+				if tool == "" {
+					continue
+				}
+				r := rule{tool: tool, spec: []string{"INPUT", "-p", "tcp", dir, strconv.Itoa(p), "-j", "DROP"}}
+				if err := r.apply("-I"); err != nil {
+					c.Heal()
+					return nil, err
+				}
+				c.rules = append(c.rules, r)
 			}
-			c.rules = append(c.rules, rule)
 		}
 	}
 	return c, nil
@@ -342,7 +364,7 @@ func (c *Cut) Heal() error {
 	defer c.mu.Unlock()
 	var errs []error
 	for _, r := range c.rules {
-		errs = append(errs, apply("-D", r))
+		errs = append(errs, r.apply("-D"))
 	}
 	c.rules = nil
 	return errors.Join(errs...)
@@ -351,16 +373,17 @@ func (c *Cut) Heal() error {
 // Since is when the partition began.
 func (c *Cut) Since() time.Time { return c.since }
 
-// apply runs iptables (and ip6tables, when installed) with op and the rule.
-func apply(op string, rule []string) error {
-	for _, tool := range []string{iptables, ip6tables} {
-		if tool == "" {
-			continue
-		}
-		args := append([]string{"-w", op}, rule...)
-		if out, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %s: %v: %s", tool, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		}
+// rule is a rule of iptables or ip6tables.
+type rule struct {
+	tool string
+	spec []string // the chain and the rule, without -I or -D
+}
+
+// apply adds (op -I) or deletes (-D) the rule.
+func (r rule) apply(op string) error {
+	args := append([]string{"-w", op}, r.spec...)
+	if out, err := exec.Command(r.tool, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", r.tool, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
