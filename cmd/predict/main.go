@@ -2,7 +2,8 @@
 // (export.LoadEntry: the trainer's dnn forward pass, Entry.NewModel) over the PS sub-graphs' tables
 // (export.LoadPSShard, each id in shard floormod(id, num_ps)), with no server, no agent and no
 // network. It gives the scores the model server must answer for the same examples, so a served
-// model can be checked against them (cmd/serve_e2e_test.sh does).
+// model can be checked against them (cmd/serve_e2e_test.sh does), or checked here
+// (--compare_target).
 //
 //	predict --export_base=/tmp/exported/ctr --random=64 --write_input=batch.pbtxt > scores.txt
 //	tfs_client --model_name=ctr:entry --target=127.0.0.1:8500 --input_type=example_batch \
@@ -20,12 +21,28 @@
 // once parameter sync (cmd/ps --sync_model_name) has pushed the trainer's updates to its PS
 // replicas (the dense part changes only with the next export).
 //
+// With --compare_target=host:port it checks a served model itself: the same examples go to Predict
+// on <model>:entry at that model server (the export's model name, or --model_name), as tfs_client
+// --input_type=example_batch sends them (ExampleBatches of at most CompareBatch examples, each call
+// under --compare_timeout; TLS with --tls_ca, --tls_cert, --tls_key, plaintext by default), and
+// stdout gets, instead of the scores, one line: the examples compared, the most |served - local|,
+// the example where it is (the first such) and both its scores, e.g.
+//
+//	compared=40 max_abs_diff=1.4719982455169145e-08 worst_example=8 served=0.46776578 local=0.4677657930231288 tolerance=1e-06 within_tolerance=true model=ctr:entry target=127.0.0.1:8500
+//
+// The exit status is then 1 when that difference exceeds --tolerance (default 1e-6: a served
+// score is this process's to about one float32 ulp, 6e-8 below 1, while a served model of another
+// export, a few training steps away, is off by orders of magnitude more), with a line on stderr
+// naming the example. The served model's newest version is compared: serve this export's version.
+//
 // --random is at most MaxRandom (102400) examples. SIGTERM or SIGINT stops the command within a
 // second, whatever it is doing, with nothing on stdout unless every score is.
 //
-// Exit status: 0 after scoring, 2 for a bad command line or bad input (a missing or corrupt
-// export, an ExampleBatch without the model's features, --random past MaxRandom), 1 for a
-// failure at run time or a stop by a signal before the scores are out.
+// Exit status: 0 after scoring (or a comparison within --tolerance), 2 for a bad command line or
+// bad input (a missing or corrupt export, an ExampleBatch without the model's features, --random
+// past MaxRandom, a --compare_target that is not host:port, a negative --tolerance, a missing TLS
+// file), 1 for a failure at run time (a compare target that does not answer Predict, or answers
+// scores past --tolerance) or a stop by a signal before the scores are out.
 package main
 
 import (
@@ -102,6 +119,10 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 	if err != nil {
 		return cli.Usage(err)
 	}
+	compareCreds, err := compareFlags(f)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	m, err := load(ctx, f.ExportBase, int64(f.ExportVersion), len(trainingPS) == 0)
 	if err != nil {
@@ -168,6 +189,17 @@ func predict(ctx context.Context, f predictspec.PredictFlags, stdout io.Writer, 
 			return stopped(ctx)
 		}
 		return err
+	}
+	if f.CompareTarget != "" {
+		model := f.ModelName
+		if model == "" {
+			model = m.entry.Manifest.ModelName
+		}
+		if err := compareServed(ctx, f, compareCreds, model, eb, scores, stdout); err != nil {
+			return err
+		}
+		log.Info("compared", "examples", len(scores), "target", f.CompareTarget, "model", model+":entry", "seconds", time.Since(start).Seconds())
+		return nil
 	}
 	// The scores go out in one write once they are all formatted: a stop before leaves stdout
 	// empty, not cut.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -12,17 +13,25 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/prototext"
 
 	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
+	servingconfig "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/config"
 	"github.com/monolith-go/monolith/internal/leakcheck"
 	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/export"
+	"github.com/monolith-go/monolith/pkg/modelserver"
+	"github.com/monolith-go/monolith/pkg/modelserver/entry"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
+	"github.com/monolith-go/monolith/pkg/modelserver/psshard"
+	"github.com/monolith-go/monolith/pkg/tlsconfig"
+	"github.com/monolith-go/monolith/pkg/tlsconfig/tlstest"
 	"github.com/monolith-go/monolith/pkg/trainer/batch"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
 )
@@ -243,6 +252,15 @@ func TestBadInput(t *testing.T) {
 		{"random past the maximum", []string{"--export_base=" + base, "--random=100000000"}, "--random 100000000: at most 102400 examples (MaxRandom"},
 		{"training_ps not host:port", []string{"--export_base=" + base, "--random=1", "--training_ps=127.0.0.1"}, `--training_ps: "127.0.0.1" is not host:port`},
 		{"training_ps_timeout", []string{"--export_base=" + base, "--random=1", "--training_ps=127.0.0.1:1", "--training_ps_timeout=0s"}, "--training_ps_timeout 0s is not positive"},
+		{"compare_target not host:port", []string{"--export_base=" + base, "--random=1", "--compare_target=localhost"}, `--compare_target: "localhost" is not host:port`},
+		{"compare_target without a port", []string{"--export_base=" + base, "--random=1", "--compare_target=127.0.0.1:"}, `--compare_target: "127.0.0.1:" is not host:port`},
+		{"tolerance negative", []string{"--export_base=" + base, "--random=1", "--compare_target=127.0.0.1:1", "--tolerance=-1e-6"}, "--tolerance -1e-06: not a number >= 0"},
+		{"tolerance NaN", []string{"--export_base=" + base, "--random=1", "--compare_target=127.0.0.1:1", "--tolerance=NaN"}, "--tolerance NaN: not a number >= 0"},
+		{"compare_timeout", []string{"--export_base=" + base, "--random=1", "--compare_target=127.0.0.1:1", "--compare_timeout=0s"}, "--compare_timeout 0s is not positive"},
+		{"tls without compare_target", []string{"--export_base=" + base, "--random=1", "--tls_ca=" + noDense}, "are for --compare_target"},
+		{"model_name without compare_target", []string{"--export_base=" + base, "--random=1", "--model_name=ctr"}, "are for --compare_target"},
+		{"missing tls_ca", []string{"--export_base=" + base, "--random=1", "--compare_target=127.0.0.1:1", "--tls_ca=" + filepath.Join(dir, "none.pem")}, "--tls_ca"},
+		{"tls_cert without tls_key", []string{"--export_base=" + base, "--random=1", "--compare_target=127.0.0.1:1", "--tls_cert=" + noDense}, "--tls_"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -304,5 +322,327 @@ func TestSIGTERM(t *testing.T) {
 	}
 	if stdout.String() != "" {
 		t.Errorf("stdout %d bytes, want none", len(stdout.String()))
+	}
+}
+
+// serveExport serves the export at base as model name (its entry and its numPS PS sub-graphs,
+// the PS sub-graphs on a plaintext server of their own) on model servers of this test, the entry's
+// with opts (TLS); it returns the entry server's address. Everything stops when the test ends.
+func serveExport(t *testing.T, base, name string, numPS int, opts ...grpc.ServerOption) string {
+	t.Helper()
+	var psModels []*servingconfig.ModelConfig
+	for i := range numPS {
+		psModels = append(psModels, exporttest.ModelConfig(t, name+":"+export.PSSubGraph(i), filepath.Join(base, export.PSSubGraph(i))))
+	}
+	psServer := exporttest.StartModelServer(t, modelserver.Loaders{modelserver.KindPS: psshard.Load}, psModels...)
+	replicas := entry.StaticReplicas{}
+	for _, mc := range psModels {
+		replicas[mc.GetName()] = []string{psServer.Addr()}
+	}
+	loader := entry.NewLoader(entry.Config{Replicas: replicas})
+	t.Cleanup(loader.Close) // after the entry's server stopped (cleanups run last first)
+	mc := exporttest.ModelConfig(t, name+":entry", filepath.Join(base, export.EntrySubGraph))
+	s, err := modelserver.New(&servingconfig.ModelServerConfig{Config: &servingconfig.ModelServerConfig_ModelConfigList{
+		ModelConfigList: &servingconfig.ModelConfigList{Config: []*servingconfig.ModelConfig{mc}}}},
+		modelserver.Options{Manager: modelserver.ManagerOptions{Loaders: modelserver.Loaders{modelserver.KindEntry: loader.Load}}, ServerOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Stop(ctx)
+	})
+	exporttest.WaitAvailable(t, s.Manager(), mc.GetName())
+	return s.Addr()
+}
+
+// summary parses the comparison's line (key=value fields), failing the test unless stdout is that
+// one line.
+func summary(t *testing.T, out string) map[string]string {
+	t.Helper()
+	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("stdout %q: want one line", out)
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Fields(out) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("field %q of %q is not key=value", kv, out)
+		}
+		m[k] = v
+	}
+	for _, k := range []string{"compared", "max_abs_diff", "worst_example", "served", "local", "tolerance", "within_tolerance", "model", "target"} {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("%q has no %s", out, k)
+		}
+	}
+	return m
+}
+
+// num is field key of a summary; served is a float32's.
+func num(t *testing.T, m map[string]string, key string) float64 {
+	t.Helper()
+	bits := 64
+	if key == "served" {
+		bits = 32
+	}
+	v, err := strconv.ParseFloat(m[key], bits)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", key, m[key], err)
+	}
+	return v
+}
+
+// TestCompareServed: --compare_target sends the examples to a model server of this test serving an
+// export (its entry over its PS sub-graphs, over gRPC) and prints one line comparing the served
+// scores with this process's. The served model of the same export compares equal within the
+// default tolerance (exit 0), also over several Predicts of CompareBatch examples and with the
+// model named; a served model of the export of a few more training steps does not (exit 1, the
+// worst example named, the one where the two exports' scores differ most); a model the server
+// does not serve is a run-time failure.
+func TestCompareServed(t *testing.T) {
+	leakcheck.Check(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	job := exporttest.NewJob(t, 2, []int{8})
+	job.Train(ctx, 20)
+	base := filepath.Join(t.TempDir(), "ctr")
+	job.Export(ctx, base, 2)
+	job.Train(ctx, 5)
+	later := filepath.Join(t.TempDir(), "ctr") // the same model name, 5 steps on
+	job.Export(ctx, later, 2)
+	same, other := serveExport(t, base, "ctr", 2), serveExport(t, later, "ctr", 2)
+
+	// The local scores of both exports, of the batch compared.
+	in := filepath.Join(t.TempDir(), "batch.pbtxt")
+	code, out, stderr := runCmd(t, "--export_base="+base, "--random=40", "--seed=9", "--write_input="+in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	local := parseScores(t, out)
+	code, out, stderr = runCmd(t, "--export_base="+later, "--input_file="+in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	laterLocal := parseScores(t, out)
+	maxDiff := 0.0
+	for i := range local {
+		maxDiff = max(maxDiff, math.Abs(local[i]-laterLocal[i]))
+	}
+	if maxDiff < 1e-4 {
+		t.Fatalf("5 more training steps moved the scores by at most %g: the comparison below shows nothing", maxDiff)
+	}
+
+	tests := []struct {
+		name     string
+		target   string
+		args     []string
+		n        int
+		code     int
+		maxDiff  float64 // the most max_abs_diff may be
+		minDiff  float64 // the least
+		stderrIs string  // the 'predict: ' line on stderr has this (code 1)
+	}{
+		{"the same export", same, []string{"--input_file=" + in}, 40, 0, 1e-6, 0, ""},
+		{"the same export, named", same, []string{"--input_file=" + in, "--model_name=ctr"}, 40, 0, 1e-6, 0, ""},
+		{"several Predicts", same, []string{"--random=" + strconv.Itoa(2*CompareBatch+100), "--seed=4"}, 2*CompareBatch + 100, 0, 1e-6, 0, ""},
+		{"another export", other, []string{"--input_file=" + in}, 40, 1, 1, maxDiff - 2e-6, "are not the export's: example "},
+		{"another export, a tiny tolerance", other, []string{"--input_file=" + in, "--tolerance=1e-9"}, 40, 1, 1, maxDiff - 2e-6, "> --tolerance 1e-09"},
+		{"another export, a large tolerance", other, []string{"--input_file=" + in, "--tolerance=0.5"}, 40, 0, 0.5, maxDiff - 2e-6, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--export_base=" + base, "--compare_target=" + tc.target, "--log_level=warn"}, tc.args...)
+			code, out, stderr := runCmd(t, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, out, stderr)
+			}
+			m := summary(t, out)
+			if got := num(t, m, "compared"); int(got) != tc.n {
+				t.Errorf("compared=%v, want %d", got, tc.n)
+			}
+			if m["model"] != "ctr:entry" || m["target"] != tc.target || m["within_tolerance"] != strconv.FormatBool(tc.code == 0) {
+				t.Errorf("%q: want model=ctr:entry target=%s within_tolerance=%t", out, tc.target, tc.code == 0)
+			}
+			d, served, loc, w := num(t, m, "max_abs_diff"), num(t, m, "served"), num(t, m, "local"), int(num(t, m, "worst_example"))
+			if d > tc.maxDiff || d < tc.minDiff {
+				t.Errorf("max_abs_diff=%g, want it in [%g, %g]", d, tc.minDiff, tc.maxDiff)
+			}
+			if w < 0 || w >= tc.n || math.Abs(math.Abs(served-loc)-d) > 1e-12 {
+				t.Errorf("worst_example=%d served=%v local=%v: not an example with |served - local| = %g", w, served, loc, d)
+			}
+			if tc.n == len(local) {
+				if math.Abs(loc-local[w]) > 1e-8 {
+					t.Errorf("local=%v, example %d's score here is %v", loc, w, local[w])
+				}
+				if tc.target == other && math.Abs(served-laterLocal[w]) > 1e-6 {
+					t.Errorf("served=%v, example %d's score of the served export is %v", served, w, laterLocal[w])
+				}
+			}
+			lines := strings.Count("\n"+stderr, "\npredict: ")
+			if tc.code == 0 && lines != 0 || tc.code != 0 && (lines != 1 || !strings.Contains(stderr, tc.stderrIs) || !strings.Contains(stderr, "example "+m["worst_example"]+":")) {
+				t.Errorf("stderr %q: want %d 'predict: ' lines with %q naming example %s", stderr, tc.code, tc.stderrIs, m["worst_example"])
+			}
+		})
+	}
+
+	// Run-time failures of the compare target (exit 1, one line, nothing on stdout): a model it
+	// does not serve, no server there, a server that never answers (the call's deadline).
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := lis.Addr().String()
+	lis.Close()
+	mute := muteServer(t)
+	for _, tc := range []struct {
+		name, target string
+		args         []string
+		want         string
+	}{
+		{"a model not served", same, []string{"--model_name=nope"}, "Predict on nope:entry, examples 0 to 39: rpc error: code = NotFound"},
+		{"no server", gone, nil, "--compare_target " + gone + ": Predict on ctr:entry, examples 0 to 39: rpc error: code = Unavailable"},
+		{"a server that does not answer", mute, []string{"--compare_timeout=300ms"}, "code = DeadlineExceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, out, stderr := runCmd(t, append([]string{"--export_base=" + base, "--input_file=" + in, "--compare_target=" + tc.target, "--log_level=warn"}, tc.args...)...)
+			if code != 1 || out != "" || !strings.Contains(stderr, tc.want) || strings.Count("\n"+stderr, "\npredict: ") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 1 and one 'predict: ' line with %q", code, out, stderr, tc.want)
+			}
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("took %v", took)
+			}
+		})
+	}
+}
+
+// muteServer is the address of a TCP server that accepts connections and never answers (a hung
+// model server); it stops when the test ends.
+func muteServer(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return lis.Addr().String()
+}
+
+// TestCompareStops: a stop (SIGTERM's context) while the compare target's Predict hangs ends the
+// command within a second (exit 1, nothing on stdout), not at the call's deadline.
+func TestCompareStops(t *testing.T) {
+	leakcheck.Check(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job := exporttest.NewJob(t, 1, []int{4})
+	job.Train(ctx, 2)
+	base := filepath.Join(t.TempDir(), "ctr")
+	job.Export(ctx, base, 1)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	runCtx, stop := context.WithCancelCause(context.Background())
+	type result struct {
+		code        int
+		out, stderr string
+	}
+	res := make(chan result, 1)
+	go func() {
+		var out, errb syncbuf.Buffer
+		code := run(runCtx, []string{"--export_base=" + base, "--random=8", "--compare_target=" + lis.Addr().String(), "--compare_timeout=1m"}, &out, &errb)
+		res <- result{code, out.String(), errb.String()}
+	}()
+	c, err := lis.Accept() // the Predict's connection: the command is comparing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond)
+	stop(errors.New("terminated signal received"))
+	start := time.Now()
+	select {
+	case r := <-res:
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("exited %v after the stop, want under 1 s", took)
+		}
+		last := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 1 || r.out != "" || last[len(last)-1] != "predict: stopped before scoring: terminated signal received" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, a last line saying it stopped", r.code, r.out, r.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not stop within 10 s of the stop")
+	}
+}
+
+// TestCompareTLS: a compare target that serves mutual TLS is compared with --tls_ca, --tls_cert
+// and --tls_key (exit 0); plaintext, the default, or no client certificate fails (exit 1).
+func TestCompareTLS(t *testing.T) {
+	leakcheck.Check(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job := exporttest.NewJob(t, 1, []int{4})
+	job.Train(ctx, 5)
+	base := filepath.Join(t.TempDir(), "ctr")
+	job.Export(ctx, base, 1)
+	pki := tlstest.NewPKI(t, "predict")
+	serverCert, serverKey := pki.Issue("server", 2)
+	clientCert, clientKey := pki.Issue("client", 3)
+	opts, err := tlsconfig.Files{Cert: serverCert, Key: serverKey, CA: pki.CA}.ServerOption()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := serveExport(t, base, "ctr", 1, opts...)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"mutual TLS", []string{"--tls_ca=" + pki.CA, "--tls_cert=" + clientCert, "--tls_key=" + clientKey}, 0},
+		{"plaintext", nil, 1},
+		{"no client certificate", []string{"--tls_ca=" + pki.CA}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCmd(t, append([]string{"--export_base=" + base, "--random=16", "--compare_target=" + target, "--compare_timeout=5s", "--log_level=warn"}, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, out, stderr)
+			}
+			if code == 0 {
+				if m := summary(t, out); m["compared"] != "16" || num(t, m, "max_abs_diff") > 1e-6 {
+					t.Errorf("%q: want 16 compared within 1e-6", out)
+				}
+			} else if out != "" || strings.Count("\n"+stderr, "\npredict: ") != 1 || !strings.Contains(stderr, "--compare_target "+target) {
+				t.Errorf("stdout %q, stderr %q: want nothing and one 'predict: ' line naming the target", out, stderr)
+			}
+		})
 	}
 }
