@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/monolith-go/monolith/faults/netns"
+	examplepb "github.com/monolith-go/monolith/gen/pb/idl/matrix/proto/example"
 	servingapis "github.com/monolith-go/monolith/gen/pb/tensorflow_serving/apis"
 	"github.com/monolith-go/monolith/internal/syncbuf"
 	"github.com/monolith-go/monolith/pkg/modelserver/exporttest"
@@ -59,7 +60,8 @@ func TestPartitionTrainingPSFromServing(t *testing.T) {
 		"--log_level=warn", "--model_name=demo:ps_0", "--model_base_path="+filepath.Join(base, "ps_0"), "--file_system_poll_wait_seconds=1")
 
 	tables := []string{"slot_1", "slot_2", "slot_3"}
-	ids := trainedIDs(j, tables)
+	// The ids trained before the export (stream 1) and in the background (stream 3).
+	ids := trainedIDs(append(j.Examples(1, 10*64), j.Examples(3, 20*64)...), tables)
 	// served compares the replica's embeddings of the trained ids with the trainer's, on a new
 	// connection each time: the test's own connection would wait out the partition as the
 	// pusher's does.
@@ -168,15 +170,15 @@ func TestPartitionTrainingPSFromServing(t *testing.T) {
 	}
 }
 
-// trainedIDs are the ids of the training stream's first examples, per table.
-func trainedIDs(j *exporttest.Job, tables []string) map[string][]int64 {
+// trainedIDs are the ids of the examples, per table.
+func trainedIDs(examples []*examplepb.Example, tables []string) map[string][]int64 {
 	want := map[string]bool{}
 	for _, tb := range tables {
 		want[tb] = true
 	}
 	out := map[string][]int64{}
 	seen := map[string]map[int64]bool{}
-	for _, ex := range j.Examples(1, 200) {
+	for _, ex := range examples {
 		for _, nf := range ex.GetNamedFeature() {
 			name := nf.GetName()
 			if !want[name] {
