@@ -30,7 +30,7 @@ import (
 
 // Scenario 3: the training PS and the serving replica it syncs to are partitioned (every packet
 // to and from the replica's port dropped) for 10 s while training runs. Training does not wait on
-// the pushes: during the partition it never pauses for 1 s (a push try's timeout is 3 s), and its
+// the pushes: during the partition it never pauses for 2 s (a push try's timeout is 3 s), and its
 // rate stays that before it (at least half: the machine is shared). After the partition heals the replica serves exactly the trainer's embeddings of every
 // trained id again (training paused at the heal) within 2 sync intervals: the ids of a push that
 // failed go again in the next one, a target that missed a push gets a catch-up push of every
@@ -158,8 +158,8 @@ func TestPartitionTrainingPSFromServing(t *testing.T) {
 	t.Logf("parameter sync: %v catch-up pushes (the first contact's among them), %v ids failed during the partition", m[`monolith_parameter_sync_catch_ups_total{target="`+addr+`"}`], failedIDs(m))
 	// A training that waited on the stalled pushes would stop for a try's timeout (3 s) at a
 	// time; the rate varies with the load of the shared machine.
-	if during.perSecond < 0.5*before.perSecond || during.maxGap > time.Second {
-		t.Errorf("training ran at %s during the partition, %s before: want at least half the rate, and no pause of 1 s", during, before)
+	if during.perSecond < 0.5*before.perSecond || during.maxGap > 2*time.Second {
+		t.Errorf("training ran at %s during the partition, %s before: want at least half the rate, and no pause of 2 s", during, before)
 	}
 	tr.stop()
 	if tr.err() != nil {
