@@ -95,11 +95,13 @@ const description = "Train a recommendation model (embedding tables on parameter
 	"(nothing to install) and prints the generator's best AUC and the model's eval AUC."
 
 // cmdFlags is the command line: the RunnerConfig's flags and the command's own, both from specs.
+// The train flags come first: --help lists the ungrouped ones (what a user needs first), then the
+// groups in the order their first flag comes, the reference's RunnerConfig flags last but one.
 type cmdFlags struct {
 	cli.Common
-	runconfig.RunnerFlags
 	cputrainingspec.TrainFlags
 	exporthooksspec.ExportHookFlags
+	runconfig.RunnerFlags
 }
 
 // deps is what run takes from its process; tests replace it.

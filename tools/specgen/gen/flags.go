@@ -71,8 +71,8 @@ func renderFlags(s *spec.Spec, pkg string) ([]byte, error) {
 			if f.Type == spec.FlagPath {
 				tags = append(tags, `placeholder:"PATH"`)
 			}
-			if f.Group != "" {
-				tags = append(tags, fmt.Sprintf("group:%q", f.Group))
+			if g := fs.HelpGroup(f); g != "" {
+				tags = append(tags, fmt.Sprintf("group:%q", g))
 			}
 			if f.Short != "" {
 				tags = append(tags, fmt.Sprintf("short:%q", f.Short))

@@ -114,8 +114,22 @@ type Flags struct {
 	Command string `yaml:"command" required:"true"`
 	GoName  string `yaml:"go_name" required:"true"`
 	Doc     string `yaml:"doc"`
-	Flags   []Flag `yaml:"flags" required:"true"`
-	Line    int    `yaml:"-"`
+	// Group is the --help heading of the set's flags that name none; a flag's group "-" puts
+	// it under no heading (with the command's first flags).
+	Group string `yaml:"group"`
+	Flags []Flag `yaml:"flags" required:"true"`
+	Line  int    `yaml:"-"`
+}
+
+// HelpGroup is the --help heading of flag f of the set ("": none).
+func (fs *Flags) HelpGroup(f *Flag) string {
+	switch f.Group {
+	case "-":
+		return ""
+	case "":
+		return fs.Group
+	}
+	return f.Group
 }
 
 // Flag types.

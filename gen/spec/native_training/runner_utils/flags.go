@@ -4,125 +4,125 @@ package runnerutilsspec
 
 // RunnerFlags: the command-line flags gflags_utils.extract_flags defines for RunnerConfig (every documented field but device_fn); values that differ from the default win over the configs defaults (see runconfig.New)
 type RunnerFlags struct {
-	ServerType                                 string   `name:"server_type" help:"The type of this process. Can be 'ps' or 'worker'. (default: ${default})" default:"worker"`
-	Index                                      int      `name:"index" help:"The index of the current process in servers. (default: ${default})" default:"0"`
-	NumPS                                      int      `name:"num_ps" help:"The number of ps. (default: ${default})" default:"0"`
-	NumWorkers                                 int      `name:"num_workers" help:"The number of worker. (default: ${default})" default:"1"`
-	ModelName                                  string   `name:"model_name" help:"The model name. If empty, will be overridden by deepinsight_name." default:""`
-	FilterCapacity                             int      `name:"filter_capacity" help:"Sliding hash filter capacity. (default: ${default})" default:"300000000"`
-	FilterSplitNum                             int      `name:"filter_split_num" help:"Number of hash filter. (default: ${default})" default:"7"`
-	FilterType                                 string   `name:"filter_type" help:"Sliding hash filter or probabilistic filter. (default: ${default})" default:"sliding_hash_filter"`
-	FilterEqualProbability                     bool     `name:"filter_equal_probability" help:"Probabilistic modeling type. (default: ${default})" default:"true"`
-	HashtableInitCapacity                      int      `name:"hashtable_init_capacity" help:"hashtable init capacity. (default: ${default})" default:"0"`
-	UseNativeMultiHashTable                    *bool    `name:"use_native_multi_hash_table" help:"Use native MultiHashTable."`
-	EmbeddingPrefetchCapacity                  int      `name:"embedding_prefetch_capacity" help:"The queue capacity to prefetch lookuped embeddings. (default: ${default})" default:"0"`
-	EnableEmbeddingPostpush                    bool     `name:"enable_embedding_postpush" help:"Whether enable embedding post push. (default: ${default})" default:"false"`
-	EnableVariablePrefetch                     bool     `name:"enable_variable_prefetch" help:"Whether enable variable prefetch. (default: ${default})" default:"false"`
-	EnableVariablePostpush                     bool     `name:"enable_variable_postpush" help:"Whether enable variable post push. (default: ${default})" default:"false"`
-	EnableSyncTraining                         bool     `name:"enable_sync_training" help:"Whether use MPI or RPC for the distributed training. (default: ${default})" default:"false"`
-	EnablePartialSyncTraining                  bool     `name:"enable_partial_sync_training" help:"Whether use sparse_dense mode to train. (default: ${default})" default:"false"`
-	EnableGPUTraining                          bool     `name:"enable_gpu_training" help:"Whethere to also use GPU for training besides CPU. (default: ${default})" default:"false"`
-	ProcessesPerGPU                            int      `name:"processes_per_gpu" help:"Integer number of mpi processes on GPU (for sync training). (default: ${default})" default:"1"`
-	MergeSyncTrainingCkpt                      bool     `name:"merge_sync_training_ckpt" help:"Whether merge sync ckpt and skip non-worker0 dense variable save. (default: ${default})" default:"true"`
-	Mode                                       string   `name:"mode" help:"The running mode, must be train/eval/infer. (default: ${default})" default:"train"`
-	PartialRecovery                            *bool    `name:"partial_recovery" help:"Whether enable partial recovery when failover."`
-	TideStartHour                              *int     `name:"tide_start_hour" help:"tide start hour"`
-	TideStartMinute                            *int     `name:"tide_start_minute" help:"tide start minute"`
-	TideEndHour                                *int     `name:"tide_end_hour" help:"tide end hour"`
-	TideEndMinute                              *int     `name:"tide_end_minute" help:"tide end minute"`
-	TideSaveSecs                               *int     `name:"tide_save_secs" help:"tide save seconds"`
-	EnableRealtimeTraining                     bool     `name:"enable_realtime_training" help:"Whether enable realtime training. Some default value will be changed if enabled. (default: ${default})" default:"false"`
-	EnableAsyncOptimize                        bool     `name:"enable_async_optimize" help:"Whether enable async optimize. (default: ${default})" default:"false"`
-	EnablePipelinedFwda2a                      bool     `name:"enable_pipelined_fwda2a" help:"Whether enable async fwd a2a after lookup at prefetch. (default: ${default})" default:"false"`
-	EnablePipelinedBwda2a                      bool     `name:"enable_pipelined_bwda2a" help:"Whether enable async bwd a2a before sparse optimize stage. (default: ${default})" default:"false"`
-	ProfileSomeStepsFrom                       *int     `name:"profile_some_steps_from" help:"Whether profile to save timeline from step to step+10."`
-	ProfileWithNvprofFromTo                    *string  `name:"profile_with_nvprof_from_to" help:"Whether to profile with nvprof at certain step in-between"`
-	ReorderFidsInDataPipeline                  bool     `name:"reorder_fids_in_data_pipeline" help:"reorder fids in data pipeline. (default: ${default})" default:"false"`
-	ChiefTimeoutSecs                           int      `name:"chief_timeout_secs" help:"chief timeout in secs (default: ${default})" default:"1800"`
-	SaveCheckpointsSecs                        *int     `name:"save_checkpoints_secs" help:"Save checkpoint every save_checkpoints_secs"`
-	SaveCheckpointsSteps                       *int     `name:"save_checkpoints_steps" help:"Save checkpoint every save_checkpoints_steps"`
-	DenseOnlySaveCheckpointsSecs               *int     `name:"dense_only_save_checkpoints_secs" help:"Save dense checkpoint every save_checkpoints_secs"`
-	DenseOnlySaveCheckpointsSteps              *int     `name:"dense_only_save_checkpoints_steps" help:"Save dense checkpoint every save_checkpoints_steps"`
-	DenseOnlyStopTrainingWhenSave              bool     `name:"dense_only_stop_training_when_save" help:"If barrier will be put when chief saves the dense params. (default: ${default})" default:"false"`
-	WarmupFile                                 string   `name:"warmup_file" help:"The warmup file name. (default: ${default})" default:"./warmup_file"`
-	SkipZeroEmbeddingWhenServing               bool     `name:"skip_zero_embedding_when_serving" help:"Whether skip to restore zero embedding(L2 norm = 0) when serving (default: ${default})" default:"false"`
-	MaxRPCDeadlineMillis                       int      `name:"max_rpc_deadline_millis" help:"Timeout for remote predict op in millisenconds. (default: ${default})" default:"30000"`
-	CheckpointsMaxToKeep                       int      `name:"checkpoints_max_to_keep" help:"The maximum number of recent checkpoint files to keep. (default: ${default})" default:"10" aliases:"max_to_keep"`
-	SubmitTimeSecs                             *int     `name:"submit_time_secs" help:"The time when job submitted."`
-	ContainersReadyTimeSecs                    *int     `name:"containers_ready_time_secs" help:"The time when all containers are ready."`
-	ClusterType                                string   `name:"cluster_type" help:"Type of cluster. Can be 'stable', 'tide' or 'k8s' (default: ${default})" default:"stable"`
-	MaxSlowStartWaitMinute                     int      `name:"max_slow_start_wait_minute" help:"max slow start waiting time, default 10 min. (default: ${default})" default:"10"`
-	EnableModelCkptInfo                        bool     `name:"enable_model_ckpt_info" help:"If we generate the model ckpt info when save checkpoint. (default: ${default})" default:"false"`
-	FeatureEvictionOnSave                      bool     `name:"feature_eviction_on_save" help:"If we remove stale hash table entries when do the save. (default: ${default})" default:"false"`
-	OnlyFeatureEngineering                     bool     `name:"only_feature_engineering" help:"only run feature engineering (default: ${default})" default:"false"`
-	EnableVariablePartition                    bool     `name:"enable_variable_partition" help:"Enable Variable Partition, default True. (default: ${default})" default:"true"`
-	EnableFusedLayout                          bool     `name:"enable_fused_layout" help:"Enable Fused Layout, default False. (default: ${default})" default:"false"`
-	ForceShutdownPS                            bool     `name:"force_shutdown_ps" help:"Sometimes should shutdown ps even with enable realtime training. (default: ${default})" default:"false"`
-	ClearNn                                    bool     `name:"clear_nn" help:"Whether clean dense part of model (default: ${default})" default:"false"`
-	ContinueTraining                           bool     `name:"continue_training" help:"Whether the global step continue increase when clear nn (default: ${default})" default:"false"`
-	EnableAliasMapAutoGen                      *bool    `name:"enable_alias_map_auto_gen" help:"Whether enable alias_map auto generate"`
-	EnableModelDump                            bool     `name:"enable_model_dump" help:"Whether enable model dump for scurelty purpose (default: ${default})" default:"false"`
-	EnableResourceConstrainedRoughsort         bool     `name:"enable_resource_constrained_roughsort" help:"Whether enable resource constrained roughsort (default: ${default})" default:"false"`
-	RoughsortCandidateItemsPath                *string  `name:"roughsort_candidate_items_path" help:"candidate item data file path"`
-	RoughsortItemsUseParquet                   bool     `name:"roughsort_items_use_parquet" help:"if item candidate data format is parquet (default: ${default})" default:"false"`
-	ItemsInputLagrangexHeader                  bool     `name:"items_input_lagrangex_header" help:"If items input file has lagrangex_header flag (default: ${default})" default:"false"`
-	ItemsInputHasSortID                        bool     `name:"items_input_has_sort_id" help:"If items input file has sort_id flag (default: ${default})" default:"false"`
-	ItemsInputKafkaDump                        bool     `name:"items_input_kafka_dump" help:"If items input file has kafka_dump flag (default: ${default})" default:"false"`
-	ItemsInputKafkaDumpPrefix                  bool     `name:"items_input_kafka_dump_prefix" help:"If items input file has kafka_dump_prefix flag (default: ${default})" default:"false"`
-	NumExtraDsworkerOnGPUWorker                int      `name:"num_extra_dsworker_on_gpu_worker" help:"The number of extra dsworker on GPU worker. (default: ${default})" default:"0"`
-	SaveSummarySteps                           int      `name:"save_summary_steps" help:"Save summaries every this many steps (default: ${default})" default:"100"`
-	LogStepCountSteps                          int      `name:"log_step_count_steps" help:"The frequency, in number of global steps, that the global step and the loss will be logged during training (default: ${default})" default:"100"`
+	ServerType                                 string   `name:"server_type" help:"The type of this process. Can be 'ps' or 'worker'. (default: ${default})" default:"worker" group:"Job and discovery"`
+	Index                                      int      `name:"index" help:"The index of the current process in servers. (default: ${default})" default:"0" group:"Job and discovery"`
+	NumPS                                      int      `name:"num_ps" help:"The number of ps. (default: ${default})" default:"0" group:"Job and discovery"`
+	NumWorkers                                 int      `name:"num_workers" help:"The number of worker. (default: ${default})" default:"1" group:"Job and discovery"`
+	ModelName                                  string   `name:"model_name" help:"The model name. If empty, will be overridden by deepinsight_name." default:"" group:"RunnerConfig: the reference's other runner flags"`
+	FilterCapacity                             int      `name:"filter_capacity" help:"Sliding hash filter capacity. (default: ${default})" default:"300000000" group:"RunnerConfig: the reference's other runner flags"`
+	FilterSplitNum                             int      `name:"filter_split_num" help:"Number of hash filter. (default: ${default})" default:"7" group:"RunnerConfig: the reference's other runner flags"`
+	FilterType                                 string   `name:"filter_type" help:"Sliding hash filter or probabilistic filter. (default: ${default})" default:"sliding_hash_filter" group:"RunnerConfig: the reference's other runner flags"`
+	FilterEqualProbability                     bool     `name:"filter_equal_probability" help:"Probabilistic modeling type. (default: ${default})" default:"true" group:"RunnerConfig: the reference's other runner flags"`
+	HashtableInitCapacity                      int      `name:"hashtable_init_capacity" help:"hashtable init capacity. (default: ${default})" default:"0" group:"RunnerConfig: the reference's other runner flags"`
+	UseNativeMultiHashTable                    *bool    `name:"use_native_multi_hash_table" help:"Use native MultiHashTable." group:"RunnerConfig: the reference's other runner flags"`
+	EmbeddingPrefetchCapacity                  int      `name:"embedding_prefetch_capacity" help:"The queue capacity to prefetch lookuped embeddings. (default: ${default})" default:"0" group:"RunnerConfig: the reference's other runner flags"`
+	EnableEmbeddingPostpush                    bool     `name:"enable_embedding_postpush" help:"Whether enable embedding post push. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableVariablePrefetch                     bool     `name:"enable_variable_prefetch" help:"Whether enable variable prefetch. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableVariablePostpush                     bool     `name:"enable_variable_postpush" help:"Whether enable variable post push. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableSyncTraining                         bool     `name:"enable_sync_training" help:"Whether use MPI or RPC for the distributed training. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnablePartialSyncTraining                  bool     `name:"enable_partial_sync_training" help:"Whether use sparse_dense mode to train. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableGPUTraining                          bool     `name:"enable_gpu_training" help:"Whethere to also use GPU for training besides CPU. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ProcessesPerGPU                            int      `name:"processes_per_gpu" help:"Integer number of mpi processes on GPU (for sync training). (default: ${default})" default:"1" group:"RunnerConfig: the reference's other runner flags"`
+	MergeSyncTrainingCkpt                      bool     `name:"merge_sync_training_ckpt" help:"Whether merge sync ckpt and skip non-worker0 dense variable save. (default: ${default})" default:"true" group:"RunnerConfig: the reference's other runner flags"`
+	Mode                                       string   `name:"mode" help:"The running mode, must be train/eval/infer. (default: ${default})" default:"train" group:"RunnerConfig: the reference's other runner flags"`
+	PartialRecovery                            *bool    `name:"partial_recovery" help:"Whether enable partial recovery when failover." group:"RunnerConfig: the reference's other runner flags"`
+	TideStartHour                              *int     `name:"tide_start_hour" help:"tide start hour" group:"RunnerConfig: the reference's other runner flags"`
+	TideStartMinute                            *int     `name:"tide_start_minute" help:"tide start minute" group:"RunnerConfig: the reference's other runner flags"`
+	TideEndHour                                *int     `name:"tide_end_hour" help:"tide end hour" group:"RunnerConfig: the reference's other runner flags"`
+	TideEndMinute                              *int     `name:"tide_end_minute" help:"tide end minute" group:"RunnerConfig: the reference's other runner flags"`
+	TideSaveSecs                               *int     `name:"tide_save_secs" help:"tide save seconds" group:"RunnerConfig: the reference's other runner flags"`
+	EnableRealtimeTraining                     bool     `name:"enable_realtime_training" help:"Whether enable realtime training. Some default value will be changed if enabled. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableAsyncOptimize                        bool     `name:"enable_async_optimize" help:"Whether enable async optimize. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnablePipelinedFwda2a                      bool     `name:"enable_pipelined_fwda2a" help:"Whether enable async fwd a2a after lookup at prefetch. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnablePipelinedBwda2a                      bool     `name:"enable_pipelined_bwda2a" help:"Whether enable async bwd a2a before sparse optimize stage. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ProfileSomeStepsFrom                       *int     `name:"profile_some_steps_from" help:"Whether profile to save timeline from step to step+10." group:"RunnerConfig: the reference's other runner flags"`
+	ProfileWithNvprofFromTo                    *string  `name:"profile_with_nvprof_from_to" help:"Whether to profile with nvprof at certain step in-between" group:"RunnerConfig: the reference's other runner flags"`
+	ReorderFidsInDataPipeline                  bool     `name:"reorder_fids_in_data_pipeline" help:"reorder fids in data pipeline. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ChiefTimeoutSecs                           int      `name:"chief_timeout_secs" help:"chief timeout in secs (default: ${default})" default:"1800" group:"RunnerConfig: the reference's other runner flags"`
+	SaveCheckpointsSecs                        *int     `name:"save_checkpoints_secs" help:"Save checkpoint every save_checkpoints_secs" group:"Checkpoints and logs"`
+	SaveCheckpointsSteps                       *int     `name:"save_checkpoints_steps" help:"Save checkpoint every save_checkpoints_steps" group:"Checkpoints and logs"`
+	DenseOnlySaveCheckpointsSecs               *int     `name:"dense_only_save_checkpoints_secs" help:"Save dense checkpoint every save_checkpoints_secs" group:"RunnerConfig: the reference's other runner flags"`
+	DenseOnlySaveCheckpointsSteps              *int     `name:"dense_only_save_checkpoints_steps" help:"Save dense checkpoint every save_checkpoints_steps" group:"RunnerConfig: the reference's other runner flags"`
+	DenseOnlyStopTrainingWhenSave              bool     `name:"dense_only_stop_training_when_save" help:"If barrier will be put when chief saves the dense params. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	WarmupFile                                 string   `name:"warmup_file" help:"The warmup file name. (default: ${default})" default:"./warmup_file" group:"RunnerConfig: the reference's other runner flags"`
+	SkipZeroEmbeddingWhenServing               bool     `name:"skip_zero_embedding_when_serving" help:"Whether skip to restore zero embedding(L2 norm = 0) when serving (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	MaxRPCDeadlineMillis                       int      `name:"max_rpc_deadline_millis" help:"Timeout for remote predict op in millisenconds. (default: ${default})" default:"30000" group:"RunnerConfig: the reference's other runner flags"`
+	CheckpointsMaxToKeep                       int      `name:"checkpoints_max_to_keep" help:"The maximum number of recent checkpoint files to keep. (default: ${default})" default:"10" group:"Checkpoints and logs" aliases:"max_to_keep"`
+	SubmitTimeSecs                             *int     `name:"submit_time_secs" help:"The time when job submitted." group:"RunnerConfig: the reference's other runner flags"`
+	ContainersReadyTimeSecs                    *int     `name:"containers_ready_time_secs" help:"The time when all containers are ready." group:"RunnerConfig: the reference's other runner flags"`
+	ClusterType                                string   `name:"cluster_type" help:"Type of cluster. Can be 'stable', 'tide' or 'k8s' (default: ${default})" default:"stable" group:"RunnerConfig: the reference's other runner flags"`
+	MaxSlowStartWaitMinute                     int      `name:"max_slow_start_wait_minute" help:"max slow start waiting time, default 10 min. (default: ${default})" default:"10" group:"RunnerConfig: the reference's other runner flags"`
+	EnableModelCkptInfo                        bool     `name:"enable_model_ckpt_info" help:"If we generate the model ckpt info when save checkpoint. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	FeatureEvictionOnSave                      bool     `name:"feature_eviction_on_save" help:"If we remove stale hash table entries when do the save. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	OnlyFeatureEngineering                     bool     `name:"only_feature_engineering" help:"only run feature engineering (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableVariablePartition                    bool     `name:"enable_variable_partition" help:"Enable Variable Partition, default True. (default: ${default})" default:"true" group:"RunnerConfig: the reference's other runner flags"`
+	EnableFusedLayout                          bool     `name:"enable_fused_layout" help:"Enable Fused Layout, default False. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ForceShutdownPS                            bool     `name:"force_shutdown_ps" help:"Sometimes should shutdown ps even with enable realtime training. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ClearNn                                    bool     `name:"clear_nn" help:"Whether clean dense part of model (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ContinueTraining                           bool     `name:"continue_training" help:"Whether the global step continue increase when clear nn (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableAliasMapAutoGen                      *bool    `name:"enable_alias_map_auto_gen" help:"Whether enable alias_map auto generate" group:"RunnerConfig: the reference's other runner flags"`
+	EnableModelDump                            bool     `name:"enable_model_dump" help:"Whether enable model dump for scurelty purpose (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableResourceConstrainedRoughsort         bool     `name:"enable_resource_constrained_roughsort" help:"Whether enable resource constrained roughsort (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	RoughsortCandidateItemsPath                *string  `name:"roughsort_candidate_items_path" help:"candidate item data file path" group:"RunnerConfig: the reference's other runner flags"`
+	RoughsortItemsUseParquet                   bool     `name:"roughsort_items_use_parquet" help:"if item candidate data format is parquet (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ItemsInputLagrangexHeader                  bool     `name:"items_input_lagrangex_header" help:"If items input file has lagrangex_header flag (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ItemsInputHasSortID                        bool     `name:"items_input_has_sort_id" help:"If items input file has sort_id flag (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ItemsInputKafkaDump                        bool     `name:"items_input_kafka_dump" help:"If items input file has kafka_dump flag (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	ItemsInputKafkaDumpPrefix                  bool     `name:"items_input_kafka_dump_prefix" help:"If items input file has kafka_dump_prefix flag (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	NumExtraDsworkerOnGPUWorker                int      `name:"num_extra_dsworker_on_gpu_worker" help:"The number of extra dsworker on GPU worker. (default: ${default})" default:"0" group:"RunnerConfig: the reference's other runner flags"`
+	SaveSummarySteps                           int      `name:"save_summary_steps" help:"Save summaries every this many steps (default: ${default})" default:"100" group:"RunnerConfig: the reference's other runner flags"`
+	LogStepCountSteps                          int      `name:"log_step_count_steps" help:"The frequency, in number of global steps, that the global step and the loss will be logged during training (default: ${default})" default:"100" group:"Checkpoints and logs"`
 	ModelDir                                   string   `name:"model_dir" help:"The directory where the model is load/saved." default:""`
-	TensorboardLogPath                         string   `name:"tensorboard_log_path" help:"The logdir of tensorboard, use model_dir instead if empty" default:""`
-	IntraOpParallelismThreads                  int      `name:"intra_op_parallelism_threads" help:"intra_op parallelism threads. (default: ${default})" default:"8"`
-	InterOpParallelismThreads                  int      `name:"inter_op_parallelism_threads" help:"inter_op parallelism threads. (default: ${default})" default:"16"`
-	NumExtraPS                                 int      `name:"num_extra_ps" help:"The number of extra ps for ps benchmark. (default: ${default})" default:"0"`
-	NumRedundantPS                             int      `name:"num_redundant_ps" help:"The number of redundant ps for quickly starting. We will pick |num_ps| from |num_ps + num_extra_ps + num_redundant_ps| ps (default: ${default})" default:"0"`
-	Uuid                                       string   `name:"uuid" help:"uuid of cpu training." default:""`
-	OperationTimeoutInMs                       int      `name:"operation_timeout_in_ms" help:"Global timeout for all blocking operations in this session. (default: ${default})" default:"-1"`
-	SessionCreationTimeoutSecs                 int      `name:"session_creation_timeout_secs" help:"Max time workers should wait for a session to become available. (default: ${default})" default:"7200"`
-	MaxRetryTimes                              int      `name:"max_retry_times" help:"Maximum retry times for workers to start train. (default: ${default})" default:"0"`
-	RetryWaitInSecs                            int      `name:"retry_wait_in_secs" help:"Sleep time interval to wait for worker retry. (default: ${default})" default:"30"`
-	FountainZKHost                             string   `name:"fountain_zk_host" help:"zk_host for fountain service." default:""`
-	FountainModelName                          string   `name:"fountain_model_name" help:"model_name for fountain service." default:""`
-	DCAware                                    bool     `name:"dc_aware" help:"data-center aware or not. (default: ${default})" default:"false"`
-	Task                                       *string  `name:"task" help:"Name of the task class to run, or the run py file name"`
-	TfConfig                                   *string  `name:"tf_config" help:"The TF_CONFIG env variable from primus, a json string."`
-	DeepInsightName                            *string  `name:"deep_insight_name" help:"the deep_insight name, which should be identity during the whole job."`
-	DiscoveryType                              string   `name:"discovery_type" help:"service discovery type, which can be primus, consul and zk. (default: ${default})" default:"consul" enum:"primus,consul,zk,mlp"`
-	ZKServer                                   *string  `name:"zk_server" help:"The ZK server"`
-	ZKWatchAddressFamily                       string   `name:"zk_watch_address_family" help:"We register both ipv4 and ipv6 when serving, and watch either ipv4 or ipv6 when synchronizing parameters. (default: ${default})" default:"ipv4"`
-	IsLocal                                    bool     `name:"is_local" help:"Whether is local running. (default: ${default})" default:"false"`
-	EnableFidDedup                             bool     `name:"enable_fid_dedup" help:"Whether enable fid dedup in PS. (default: ${default})" default:"false"`
-	Bzid                                       *string  `name:"bzid" help:"In realtime native training, business id of the job."`
-	PSReplicaNum                               *int     `name:"ps_replica_num" help:"In realtime native training, the number of online ps replica."`
-	TfGRPCWorkerCacheThreads                   int      `name:"tf_grpc_worker_cache_threads" help:"Env variable for TF_GRPC_WORKER_CACHE_THREADS (default: ${default})" default:"16"`
-	MonolithGRPCWorkerServiceHandlerMultiplier float64  `name:"monolith_grpc_worker_service_handler_multiplier" help:"the multiplier of the number of default gprc service handler. (default: ${default})" default:"1.0"`
-	ParamsOverride                             *string  `name:"params_override" help:"Override to model params. A JSON string."`
-	BaseName                                   *string  `name:"base_name" help:"Base name while enable realtime training."`
-	DataType                                   *string  `name:"data_type" help:"The input data proto type, can be Instance/Example/ExampleBatch."`
-	FeatureList                                *string  `name:"feature_list" help:"The feature list name"`
-	LagrangexHeader                            bool     `name:"lagrangex_header" help:"Whether has lagrangex_header (default: ${default})" default:"false"`
-	SortID                                     bool     `name:"sort_id" help:"Whether has sort_id (default: ${default})" default:"true"`
-	KafkaDump                                  bool     `name:"kafka_dump" help:"Whether has kafka_dump (default: ${default})" default:"false"`
-	KafkaDumpPrefix                            bool     `name:"kafka_dump_prefix" help:"Whether has kafka_dump_prefix (default: ${default})" default:"false"`
-	RestoreDir                                 *string  `name:"restore_dir" help:"The directory where the model restore."`
-	RestoreCkpt                                *string  `name:"restore_ckpt" help:"The directory where the model restore."`
-	DeepInsightTarget                          *string  `name:"deep_insight_target" help:"Deep insight target name, if there are multi target, use comma split."`
-	DeepInsightSampleRatio                     *float64 `name:"deep_insight_sample_ratio" help:"Deep insight sample ratio."`
-	UnifiedServing                             bool     `name:"unified_serving" help:"Whether serving cluster is deployed in unified mode (default: ${default})" default:"false"`
-	UseEstimator                               bool     `name:"use_estimator" help:"Whether use estimator to run a model (default: ${default})" default:"false"`
-	KafkaTopics                                *string  `name:"kafka_topics" help:"kafka topics for streaming, when no forier and flink"`
-	KafkaGroupID                               *string  `name:"kafka_group_id" help:"kafka group_id for streaming, when no forier and flink"`
-	KafkaServers                               *string  `name:"kafka_servers" help:"kafka servers for streaming, when no forier and flink"`
-	InputPath                                  *string  `name:"input_path" help:"The input hdfs path for training/eval."`
-	IsHourly                                   bool     `name:"is_hourly" help:"Whether the input data is hourly partitioned. (default: ${default})" default:"false"`
-	Wildcard                                   *string  `name:"wildcard" help:"Wildcard for filter input files."`
-	StartDate                                  *string  `name:"start_date" help:"The start date of training/eval, include."`
-	EndDate                                    *string  `name:"end_date" help:"The end date of training/eval, exclude."`
-	StartHour                                  *int     `name:"start_hour" help:"The start hour of training, include."`
-	EndHour                                    *int     `name:"end_hour" help:"The end hour of training, exclude."`
-	EnableDynamicSharding                      bool     `name:"enable_dynamic_sharding" help:"Whether switch on dynamic_sharding (default: ${default})" default:"false"`
-	MaxTaskNumPerWorker                        int      `name:"max_task_num_per_worker" help:"Number of data reader task per worker, the same as primus setting (default: ${default})" default:"1"`
-	DisableNativeMetrics                       bool     `name:"disable_native_metrics" help:"Whether disable tensorflow native metrics, such as auc, mse. (default: ${default})" default:"true"`
+	TensorboardLogPath                         string   `name:"tensorboard_log_path" help:"The logdir of tensorboard, use model_dir instead if empty" default:"" group:"RunnerConfig: the reference's other runner flags"`
+	IntraOpParallelismThreads                  int      `name:"intra_op_parallelism_threads" help:"intra_op parallelism threads. (default: ${default})" default:"8" group:"RunnerConfig: the reference's other runner flags"`
+	InterOpParallelismThreads                  int      `name:"inter_op_parallelism_threads" help:"inter_op parallelism threads. (default: ${default})" default:"16" group:"RunnerConfig: the reference's other runner flags"`
+	NumExtraPS                                 int      `name:"num_extra_ps" help:"The number of extra ps for ps benchmark. (default: ${default})" default:"0" group:"RunnerConfig: the reference's other runner flags"`
+	NumRedundantPS                             int      `name:"num_redundant_ps" help:"The number of redundant ps for quickly starting. We will pick |num_ps| from |num_ps + num_extra_ps + num_redundant_ps| ps (default: ${default})" default:"0" group:"RunnerConfig: the reference's other runner flags"`
+	Uuid                                       string   `name:"uuid" help:"uuid of cpu training." default:"" group:"RunnerConfig: the reference's other runner flags"`
+	OperationTimeoutInMs                       int      `name:"operation_timeout_in_ms" help:"Global timeout for all blocking operations in this session. (default: ${default})" default:"-1" group:"RunnerConfig: the reference's other runner flags"`
+	SessionCreationTimeoutSecs                 int      `name:"session_creation_timeout_secs" help:"Max time workers should wait for a session to become available. (default: ${default})" default:"7200" group:"RunnerConfig: the reference's other runner flags"`
+	MaxRetryTimes                              int      `name:"max_retry_times" help:"Maximum retry times for workers to start train. (default: ${default})" default:"0" group:"RunnerConfig: the reference's other runner flags"`
+	RetryWaitInSecs                            int      `name:"retry_wait_in_secs" help:"Sleep time interval to wait for worker retry. (default: ${default})" default:"30" group:"RunnerConfig: the reference's other runner flags"`
+	FountainZKHost                             string   `name:"fountain_zk_host" help:"zk_host for fountain service." default:"" group:"RunnerConfig: the reference's other runner flags"`
+	FountainModelName                          string   `name:"fountain_model_name" help:"model_name for fountain service." default:"" group:"RunnerConfig: the reference's other runner flags"`
+	DCAware                                    bool     `name:"dc_aware" help:"data-center aware or not. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	Task                                       *string  `name:"task" help:"Name of the task class to run, or the run py file name" group:"RunnerConfig: the reference's other runner flags"`
+	TfConfig                                   *string  `name:"tf_config" help:"The TF_CONFIG env variable from primus, a json string." group:"Job and discovery"`
+	DeepInsightName                            *string  `name:"deep_insight_name" help:"the deep_insight name, which should be identity during the whole job." group:"Job and discovery"`
+	DiscoveryType                              string   `name:"discovery_type" help:"service discovery type, which can be primus, consul and zk. (default: ${default})" default:"consul" enum:"primus,consul,zk,mlp" group:"Job and discovery"`
+	ZKServer                                   *string  `name:"zk_server" help:"The ZK server" group:"Job and discovery"`
+	ZKWatchAddressFamily                       string   `name:"zk_watch_address_family" help:"We register both ipv4 and ipv6 when serving, and watch either ipv4 or ipv6 when synchronizing parameters. (default: ${default})" default:"ipv4" group:"RunnerConfig: the reference's other runner flags"`
+	IsLocal                                    bool     `name:"is_local" help:"Whether is local running. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	EnableFidDedup                             bool     `name:"enable_fid_dedup" help:"Whether enable fid dedup in PS. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	Bzid                                       *string  `name:"bzid" help:"In realtime native training, business id of the job." group:"RunnerConfig: the reference's other runner flags"`
+	PSReplicaNum                               *int     `name:"ps_replica_num" help:"In realtime native training, the number of online ps replica." group:"RunnerConfig: the reference's other runner flags"`
+	TfGRPCWorkerCacheThreads                   int      `name:"tf_grpc_worker_cache_threads" help:"Env variable for TF_GRPC_WORKER_CACHE_THREADS (default: ${default})" default:"16" group:"RunnerConfig: the reference's other runner flags"`
+	MonolithGRPCWorkerServiceHandlerMultiplier float64  `name:"monolith_grpc_worker_service_handler_multiplier" help:"the multiplier of the number of default gprc service handler. (default: ${default})" default:"1.0" group:"RunnerConfig: the reference's other runner flags"`
+	ParamsOverride                             *string  `name:"params_override" help:"Override to model params. A JSON string." group:"RunnerConfig: the reference's other runner flags"`
+	BaseName                                   *string  `name:"base_name" help:"Base name while enable realtime training." group:"RunnerConfig: the reference's other runner flags"`
+	DataType                                   *string  `name:"data_type" help:"The input data proto type, can be Instance/Example/ExampleBatch." group:"RunnerConfig: the reference's other runner flags"`
+	FeatureList                                *string  `name:"feature_list" help:"The feature list name" group:"RunnerConfig: the reference's other runner flags"`
+	LagrangexHeader                            bool     `name:"lagrangex_header" help:"Whether has lagrangex_header (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	SortID                                     bool     `name:"sort_id" help:"Whether has sort_id (default: ${default})" default:"true" group:"RunnerConfig: the reference's other runner flags"`
+	KafkaDump                                  bool     `name:"kafka_dump" help:"Whether has kafka_dump (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	KafkaDumpPrefix                            bool     `name:"kafka_dump_prefix" help:"Whether has kafka_dump_prefix (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	RestoreDir                                 *string  `name:"restore_dir" help:"The directory where the model restore." group:"Checkpoints and logs"`
+	RestoreCkpt                                *string  `name:"restore_ckpt" help:"The directory where the model restore." group:"Checkpoints and logs"`
+	DeepInsightTarget                          *string  `name:"deep_insight_target" help:"Deep insight target name, if there are multi target, use comma split." group:"RunnerConfig: the reference's other runner flags"`
+	DeepInsightSampleRatio                     *float64 `name:"deep_insight_sample_ratio" help:"Deep insight sample ratio." group:"RunnerConfig: the reference's other runner flags"`
+	UnifiedServing                             bool     `name:"unified_serving" help:"Whether serving cluster is deployed in unified mode (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	UseEstimator                               bool     `name:"use_estimator" help:"Whether use estimator to run a model (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	KafkaTopics                                *string  `name:"kafka_topics" help:"kafka topics for streaming, when no forier and flink" group:"Kafka stream (--kafka_topics)"`
+	KafkaGroupID                               *string  `name:"kafka_group_id" help:"kafka group_id for streaming, when no forier and flink" group:"Kafka stream (--kafka_topics)"`
+	KafkaServers                               *string  `name:"kafka_servers" help:"kafka servers for streaming, when no forier and flink" group:"Kafka stream (--kafka_topics)"`
+	InputPath                                  *string  `name:"input_path" help:"The input hdfs path for training/eval." group:"RunnerConfig: the reference's other runner flags"`
+	IsHourly                                   bool     `name:"is_hourly" help:"Whether the input data is hourly partitioned. (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	Wildcard                                   *string  `name:"wildcard" help:"Wildcard for filter input files." group:"RunnerConfig: the reference's other runner flags"`
+	StartDate                                  *string  `name:"start_date" help:"The start date of training/eval, include." group:"RunnerConfig: the reference's other runner flags"`
+	EndDate                                    *string  `name:"end_date" help:"The end date of training/eval, exclude." group:"RunnerConfig: the reference's other runner flags"`
+	StartHour                                  *int     `name:"start_hour" help:"The start hour of training, include." group:"RunnerConfig: the reference's other runner flags"`
+	EndHour                                    *int     `name:"end_hour" help:"The end hour of training, exclude." group:"RunnerConfig: the reference's other runner flags"`
+	EnableDynamicSharding                      bool     `name:"enable_dynamic_sharding" help:"Whether switch on dynamic_sharding (default: ${default})" default:"false" group:"RunnerConfig: the reference's other runner flags"`
+	MaxTaskNumPerWorker                        int      `name:"max_task_num_per_worker" help:"Number of data reader task per worker, the same as primus setting (default: ${default})" default:"1" group:"RunnerConfig: the reference's other runner flags"`
+	DisableNativeMetrics                       bool     `name:"disable_native_metrics" help:"Whether disable tensorflow native metrics, such as auc, mse. (default: ${default})" default:"true" group:"RunnerConfig: the reference's other runner flags"`
 }

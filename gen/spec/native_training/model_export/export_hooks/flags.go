@@ -4,7 +4,7 @@ package exporthooksspec
 
 // ExportHookFlags: cmd/train's export flags (the chief exports its checkpoints while it trains)
 type ExportHookFlags struct {
-	ExportDir   string `name:"export_dir" help:"dnn: export the model into this export base (cmd/export's layout: <export_dir>/entry/<step>/, <export_dir>/ps_<i>/<step>/) every --export_every checkpoints and at the end of training. The model name is --deep_insight_name, or the base name of the directory. Empty: no export." default:"" placeholder:"PATH"`
-	ExportEvery int    `name:"export_every" help:"Export every this many checkpoints of the run (the last one is exported at the end anyway). (default: ${default})" default:"1"`
-	ExportKeep  int    `name:"export_keep" help:"Versions of each sub-graph the export keeps, the newest; 0: all. (default: ${default})" default:"5"`
+	ExportDir   string `name:"export_dir" help:"dnn: export the model into this export base (cmd/export's layout: <export_dir>/entry/<step>/, <export_dir>/ps_<i>/<step>/) every --export_every checkpoints and at the end of training. The model name is --deep_insight_name, or the base name of the directory. Empty: no export." default:"" placeholder:"PATH" group:"Export while training"`
+	ExportEvery int    `name:"export_every" help:"Export every this many checkpoints of the run (the last one is exported at the end anyway). (default: ${default})" default:"1" group:"Export while training"`
+	ExportKeep  int    `name:"export_keep" help:"Versions of each sub-graph the export keeps, the newest; 0: all. (default: ${default})" default:"5" group:"Export while training"`
 }
