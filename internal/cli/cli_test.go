@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 
