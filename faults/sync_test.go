@@ -35,7 +35,7 @@ import (
 // trained id again (training paused at the heal) within 2 sync intervals: the ids of a push that
 // failed go again in the next one, a target that missed a push gets a catch-up push of every
 // entry, and tries still retrying at the heal deliver their push late. The pusher runs as cmd/ps
-// runs it (interval 5 s, 3 tries of 3 s each).
+// runs it (3 tries of 3 s each), every 2 s.
 //
 // The training PS, the model and the pusher are this process's (pkg/modelserver/exporttest, as
 // pkg/paramsync's tests); the replica is cmd/model_server, a process.
@@ -43,10 +43,10 @@ func TestPartitionTrainingPSFromServing(t *testing.T) {
 	netns.Require(t)
 	ctx := tctx(t, 2*time.Minute)
 	const (
-		// cmd/ps's --sync_interval default. At 2 s the replica took 5.4 to 5.9 s (3 intervals) to
-		// catch up: the pusher keeps its connection to the target, which waits out TCP's
-		// retransmission backoff (no keepalive, no new connection after a try timed out).
-		interval  = 5 * time.Second
+		// Shorter than cmd/ps's default (5 s), so that 2 intervals are a tight bound: the pusher
+		// dials a target anew after a try timed out (the old connection would wait out TCP's
+		// retransmission backoff: 5.4 to 5.9 s, 3 intervals, before it did).
+		interval  = 2 * time.Second
 		partition = 10 * time.Second
 	)
 	j := exporttest.NewJob(t, 1, []int{8})

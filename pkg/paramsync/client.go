@@ -96,6 +96,18 @@ func (c *conns) keep(addrs []string) {
 
 func (c *conns) close() { c.keep(nil) }
 
+// drop closes addr's connection (the next push dials anew). After a try timed out or found the
+// target unavailable, the old connection may sit in TCP's retransmission backoff long after the
+// target is reachable again (a healed partition: seconds), where a new one connects at once.
+func (c *conns) drop(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.m[addr]; ok {
+		cc.Close()
+		delete(c.m, addr)
+	}
+}
+
 // push sends one request to addr once, bounded by the request's timeout_in_ms (and ctx), and says
 // how it went as the reference's PushResponse: the target, the gRPC status and, when it succeeded,
 // the ids the target assigned.

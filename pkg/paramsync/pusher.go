@@ -498,6 +498,9 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, st *target, reqs [
 		p.cfg.Targets.Failed(addr)
 		if code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled {
 			down = status.Error(code, resp.GetErrorMessage())
+			if code != codes.Canceled {
+				p.conns.drop(addr)
+			}
 		}
 		return false
 	}
