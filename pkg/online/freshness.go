@@ -1,6 +1,7 @@
 package online
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,34 +63,14 @@ func (f *freshness) pushed(model string, newestMs int64) {
 	if len(f.newest) < f.numPS {
 		return // a sub-graph has no push yet: nothing is served whole
 	}
-	served := int64(-1)
-	for _, ms := range f.newest {
-		if served < 0 || ms < served {
-			served = ms
-		}
-	}
+	// The served model includes an event once its every sub-graph does.
+	served := slices.Min(slices.Collect(maps.Values(f.newest)))
 	n := 0
 	for n < len(f.pending) && f.pending[n] <= served {
 		f.samples = append(f.samples, now.Sub(time.UnixMilli(f.pending[n])).Seconds())
 		n++
 	}
 	f.pending = f.pending[n:]
-}
-
-// served is the newest event time every sub-graph includes (ms; 0 when a sub-graph has none).
-func (f *freshness) served() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.newest) < f.numPS {
-		return 0
-	}
-	served := int64(-1)
-	for _, ms := range f.newest {
-		if served < 0 || ms < served {
-			served = ms
-		}
-	}
-	return served
 }
 
 // quantiles are the p50 and p99 of every event served so far (all: true) or of those since the

@@ -504,6 +504,11 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, st *target, reqs [
 		}
 		return false
 	}
+	// sendEmpty sends the push of no ids, which tells the target's load.
+	sendEmpty := func(last bool) bool {
+		r, pred := p.emptyRequest()
+		return send(r, pred, last)
+	}
 	// catchUp sends the snapshot; true when the target took all of it.
 	catchUp := func() bool {
 		s := p.snapshot(snap)
@@ -517,8 +522,7 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, st *target, reqs [
 				return false
 			}
 		}
-		if len(s.reqs) == 0 && !send(&paramsyncpb.PushRequest{ModelName: proto.String(p.sub), SignatureName: proto.String(psshard.AssignSignature),
-			TimeoutInMs: proto.Int64(p.cfg.Timeout.Milliseconds())}, probe(p.sub), true) {
+		if len(s.reqs) == 0 && !sendEmpty(true) {
 			return false
 		}
 		st.synced = true
@@ -540,8 +544,7 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, st *target, reqs [
 	}
 	if len(reqs) == 0 && catchUps {
 		// Nothing to push: ask with an empty request, which tells the target's load.
-		empty := &paramsyncpb.PushRequest{ModelName: proto.String(p.sub), SignatureName: proto.String(psshard.AssignSignature), TimeoutInMs: proto.Int64(p.cfg.Timeout.Milliseconds())}
-		send(empty, probe(p.sub), false)
+		sendEmpty(false)
 	}
 	for i, r := range reqs {
 		if send(r, preds[i], i == len(reqs)-1) {
@@ -562,9 +565,13 @@ func (p *Pusher) pushTarget(ctx context.Context, addr string, st *target, reqs [
 	return tr, delivered
 }
 
-// probe is the assign request of no ids (it answers with the target's load).
-func probe(sub string) *servingapis.PredictRequest {
-	return &servingapis.PredictRequest{ModelSpec: &servingapis.ModelSpec{Name: sub, SignatureName: psshard.AssignSignature}}
+// emptyRequest is the push of no ids, with its assign request (it answers with the target's
+// load).
+func (p *Pusher) emptyRequest() (*paramsyncpb.PushRequest, *servingapis.PredictRequest) {
+	r := &paramsyncpb.PushRequest{ModelName: proto.String(p.sub), SignatureName: proto.String(psshard.AssignSignature),
+		TimeoutInMs: proto.Int64(p.cfg.Timeout.Milliseconds())}
+	pred, _, _ := Convert(r) // no tables: nothing to refuse
+	return r, pred
 }
 
 // retryable are the codes a try of a request may pass on the next try.
