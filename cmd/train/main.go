@@ -85,6 +85,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/trainenv"
 	"github.com/monolith-go/monolith/pkg/trainer/hashbucket"
 	"github.com/monolith-go/monolith/pkg/trainer/job"
+	"github.com/monolith-go/monolith/pkg/trainer/traininput"
 )
 
 const name = "train"
@@ -297,19 +298,19 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 		}
 	}
 
-	var in input
+	var in traininput.Input
 	if len(rc.KafkaTopics) > 0 {
 		var stopBroker func()
-		if in, stopBroker, err = streamData(ctx, f, rc, compression, stdout, log, d.stop); err != nil {
+		if in, stopBroker, err = traininput.FromStream(ctx, f, rc, compression, stdout, log, d.stop); err != nil {
 			return err
 		}
 		defer stopBroker()
 	} else if f.TrainData != "" {
 		// Files are checked before anything is written into the model dir.
-		if in, err = fileData(f, compression, stdout); err != nil {
+		if in, err = traininput.FromFiles(f, compression, stdout); err != nil {
 			return err
 		}
-		if err := in.check(ctx); err != nil {
+		if err := in.Check(ctx); err != nil {
 			return err
 		}
 	}
@@ -325,12 +326,12 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 			return fmt.Errorf("demo data directory: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		if in, err = demoData(ctx, dir, f, rc.NumWorkers, compression, stdout); err != nil {
+		if in, err = traininput.FromDemo(ctx, dir, f, rc.NumWorkers, compression, stdout); err != nil {
 			return err
 		}
 	}
-	cfg.Train, cfg.Eval, cfg.Schema, cfg.Best = in.train, in.eval, in.schema, in.best
-	cfg.DNN.Sparse = dnnSparse(f, in.features)
+	cfg.Train, cfg.Eval, cfg.Schema, cfg.Best = in.Train, in.Eval, in.Schema, in.Best
+	cfg.DNN.Sparse = traininput.DNNSparse(f, in.Features)
 
 	if rc.ModelDir == "" {
 		if rc.NumWorkers > 1 {
@@ -356,7 +357,7 @@ func train(ctx context.Context, c cmdFlags, discoveryGiven bool, stdout io.Write
 // are set once the data is there.
 func jobConfig(c cmdFlags, rc *runconfig.RunnerConfig, d deps) job.Config {
 	f, ex := c.TrainFlags, c.ExportHookFlags
-	hidden, _ := parseHidden(f.Hidden) // checkFlags checked it
+	hidden, _ := traininput.ParseHidden(f.Hidden) // checkFlags checked it
 	return job.Config{
 		Run: rc, Role: f.Role, Model: f.Model,
 		Steps: f.Steps, MaxSteps: f.MaxSteps, EvalSteps: f.EvalSteps, Seed: uint64(f.Seed), EvalEverySteps: f.EvalEverySteps,
@@ -402,7 +403,7 @@ func checkFlags(f cputrainingspec.TrainFlags, stream bool) error {
 	case f.EmbeddingBuckets < 0 || f.EmbeddingBuckets > hashbucket.MaxBuckets:
 		return fmt.Errorf("--embedding_buckets %d: want 0 (collisionless) to %d", f.EmbeddingBuckets, hashbucket.MaxBuckets)
 	}
-	if _, err := parseHidden(f.Hidden); err != nil {
+	if _, err := traininput.ParseHidden(f.Hidden); err != nil {
 		return err
 	}
 	return nil

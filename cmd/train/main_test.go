@@ -18,6 +18,7 @@ import (
 	"github.com/monolith-go/monolith/pkg/trainer/job"
 	"github.com/monolith-go/monolith/pkg/trainer/job/jobtest"
 	"github.com/monolith-go/monolith/pkg/trainer/synth"
+	"github.com/monolith-go/monolith/pkg/trainer/traininput"
 )
 
 // dnnSmall is a quick demo of the dnn model: 2000 training examples in batches of 256 are 8 steps
@@ -127,7 +128,7 @@ func TestDemoReachesTheBestAUC(t *testing.T) {
 // writeData writes a small click log into dir: train-*.tfrecord (2 files) and eval-*.tfrecord.
 func writeData(t *testing.T, dir string, c dataset.Compression) (train, eval []string) {
 	t.Helper()
-	g, err := synth.New(demoConfig(7, job.ModelLogreg))
+	g, err := synth.New(traininput.DemoConfig(7, job.ModelLogreg))
 	if err != nil {
 		t.Fatal(err)
 	}
